@@ -1,0 +1,141 @@
+#include "bench_common.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "covflow/linalg/device.hpp"
+#if COVFLOW_HAS_CUDA
+#include "covflow/linalg/cuda/check.hpp"
+#include "covflow/linalg/cuda/stream.hpp"
+#endif
+
+namespace covflow::bench {
+namespace {
+
+Timing summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  Timing t;
+  t.reps = static_cast<int>(ms.size());
+  if (ms.empty()) return t;
+  const std::size_t mid = ms.size() / 2;
+  t.median_ms = ms.size() % 2 ? ms[mid] : 0.5 * (ms[mid - 1] + ms[mid]);
+  t.min_ms = ms.front();
+  t.max_ms = ms.back();
+  return t;
+}
+
+double best_vendor_ms(const Row& row, std::string* which) {
+  double best = 0;
+  for (const auto& vendor : row.vendors) {
+    auto it = row.times.find(vendor);
+    if (it == row.times.end() || it->second.reps == 0) continue;
+    if (best == 0 || it->second.median_ms < best) {
+      best = it->second.median_ms;
+      if (which) *which = vendor;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void Report::add(Row row) { rows_.push_back(std::move(row)); }
+
+void Report::print() const {
+  fmt::print("\n== {} ==\n", benchmark_);
+  for (const Row& row : rows_) {
+    std::string best_name;
+    const double best = best_vendor_ms(row, &best_name);
+    fmt::print("{:<6} {:<28}", row.dtype, row.shape);
+    for (const auto& [who, t] : row.times) {
+      const double gflops = t.median_ms > 0 ? row.flops / (t.median_ms * 1e6) : 0;
+      fmt::print("  {} {:.4f} ms ({:.0f} GF/s)", who, t.median_ms, gflops);
+    }
+    auto cov = row.times.find("covflow");
+    if (best > 0 && cov != row.times.end() && cov->second.reps > 0)
+      fmt::print("  | covflow/{} = {:.2f}", best_name, cov->second.median_ms / best);
+    fmt::print("\n");
+    for (const auto& [key, note] : row.notes) fmt::print("         {}: {}\n", key, note);
+  }
+}
+
+nlohmann::json Report::to_json() const {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Row& row : rows_) {
+    nlohmann::json times;
+    for (const auto& [who, t] : row.times)
+      times[who] = {{"median_ms", t.median_ms}, {"min_ms", t.min_ms}, {"max_ms", t.max_ms}, {"reps", t.reps},
+                    {"gflops", t.median_ms > 0 ? row.flops / (t.median_ms * 1e6) : 0.0}};
+    std::string best_name;
+    const double best = best_vendor_ms(row, &best_name);
+    nlohmann::json entry = {{"op", row.op}, {"dtype", row.dtype}, {"shape", row.shape}, {"flops", row.flops},
+                            {"times", times}, {"notes", row.notes}};
+    auto cov = row.times.find("covflow");
+    if (best > 0 && cov != row.times.end() && cov->second.reps > 0) {
+      entry["best_vendor"] = best_name;
+      entry["ratio_covflow_over_best_vendor"] = cov->second.median_ms / best;
+    }
+    rows.push_back(std::move(entry));
+  }
+  return {{"benchmark", benchmark_}, {"rows", rows}};
+}
+
+void write_json(const std::string& path, const std::vector<nlohmann::json>& benchmarks) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << nlohmann::json{{"device", device_description()}, {"date", today()}, {"benchmarks", benchmarks}}.dump(2)
+      << "\n";
+  if (!out) throw std::runtime_error("failed writing " + path);
+}
+
+Timing time_host(const std::function<void()>& call, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) call();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  return summarize(std::move(ms));
+}
+
+#if COVFLOW_HAS_CUDA
+Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps) {
+  for (int i = 0; i < warmup; ++i) call(i);
+  COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::vector<linalg::cuda::Event> starts(static_cast<std::size_t>(reps)), stops(static_cast<std::size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    starts[static_cast<std::size_t>(i)].record(stream);
+    call(warmup + i);
+    stops[static_cast<std::size_t>(i)].record(stream);
+  }
+  COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i)
+    ms.push_back(stops[static_cast<std::size_t>(i)].elapsed_since(starts[static_cast<std::size_t>(i)]));
+  return summarize(std::move(ms));
+}
+#endif
+
+std::string device_description() {
+  const auto probe = linalg::probe_devices();
+  if (!probe.available()) return "CPU only (" + probe.reason + ")";
+  const auto& d = probe.devices.front();
+  return fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB)", d.name, d.cc_major, d.cc_minor, d.multiprocessors,
+                     static_cast<double>(d.global_memory) / (1 << 30));
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%d", &utc);
+  return buffer;
+}
+
+}  // namespace covflow::bench

@@ -1,0 +1,74 @@
+// Timing and reporting shared by the benchmarks: CUDA-event timing with warm-up and medians,
+// host timing for the CPU backend, and one table/JSON format for every operation.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#if COVFLOW_HAS_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace covflow::bench {
+
+struct Settings {
+  int warmup = 3;
+  int reps = 20;
+  bool cpu = true;          // also time the CPU backend (LAPACK/BLAS across the thread pool)
+  int cpu_reps = 3;
+  bool quick = false;       // fewer sizes: a smoke run
+  std::string json_path;
+};
+
+struct Timing {
+  double median_ms = 0, min_ms = 0, max_ms = 0;
+  int reps = 0;
+};
+
+// One benchmark row: a shape, and the time of each contender ("covflow", vendor names, "cpu").
+struct Row {
+  std::string op;
+  std::string dtype;
+  std::string shape;
+  double flops = 0;  // floating-point operations of one call, for GFLOP/s
+  std::vector<std::string> vendors;  // which contenders are the vendor library's
+  std::map<std::string, Timing> times;
+  std::map<std::string, std::string> notes;
+};
+
+class Report {
+ public:
+  explicit Report(std::string benchmark) : benchmark_(std::move(benchmark)) {}
+  void add(Row row);
+  // Prints the table: each contender's median ms and GFLOP/s, and covflow's time over the best
+  // vendor time (below 1 means covflow is faster).
+  void print() const;
+  nlohmann::json to_json() const;
+  const std::vector<Row>& rows() const { return rows_; }
+
+ private:
+  std::string benchmark_;
+  std::vector<Row> rows_;
+};
+
+// Writes {"device":..., "date":..., "benchmarks":[...]} to `path`.
+void write_json(const std::string& path, const std::vector<nlohmann::json>& benchmarks);
+
+// Median of `reps` timed calls after `warmup` untimed ones, on the host clock.
+Timing time_host(const std::function<void()>& call, int warmup, int reps);
+
+#if COVFLOW_HAS_CUDA
+// Median of `reps` calls on `stream`, each between two CUDA events, after `warmup` calls.
+// `call(rep)` gets the repetition index so it can rotate among input sets.
+Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps);
+#endif
+
+std::string device_description();
+std::string today();
+
+}  // namespace covflow::bench

@@ -1,0 +1,53 @@
+// covflow-bench: one subcommand per operation, or `all`.
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "bench_common.hpp"
+#include "covariance_bench.hpp"
+#include "covflow/linalg/device.hpp"
+
+int main(int argc, char** argv) {
+  using namespace covflow;
+  CLI::App app{"covflow-bench: covflow's kernels against cuBLAS/cuSOLVER and LAPACK, in one run"};
+  bench::Settings settings;
+  bool no_gpu = false;
+  app.add_option("--json", settings.json_path, "Write the results as JSON to this file");
+  app.add_option("--warmup", settings.warmup, "Untimed calls before timing")->check(CLI::Range(0, 1000));
+  app.add_option("--reps", settings.reps, "Timed calls per contender (median reported)")->check(CLI::Range(1, 100000));
+  app.add_option("--cpu-reps", settings.cpu_reps, "Timed calls of the CPU backend")->check(CLI::Range(1, 1000));
+  app.add_flag("--no-cpu", [&](std::int64_t) { settings.cpu = false; }, "Skip the CPU backend");
+  app.add_flag("--no-gpu", no_gpu, "Skip the GPU even when one is present");
+  app.add_flag("--quick", settings.quick, "A few sizes only (smoke run)");
+  app.require_subcommand(1);
+  auto* covariance = app.add_subcommand("covariance", "Batched sample covariance R = X Xᴴ / K + δI");
+  auto* all = app.add_subcommand("all", "Every benchmark");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    std::unique_ptr<linalg::Exec> gpu;
+    const auto probe = linalg::probe_devices();
+    if (!no_gpu && probe.available()) gpu = std::make_unique<linalg::Exec>(linalg::Exec::cuda());
+    linalg::Exec cpu = linalg::Exec::cpu();
+    fmt::print("covflow-bench on {} ({}); CPU backend {} threads; {} warm-up, median of {}\n",
+               bench::device_description(), bench::today(), cpu.pool().size(), settings.warmup, settings.reps);
+    if (!gpu) fmt::print("no GPU timing: {}\n", no_gpu ? "--no-gpu" : probe.reason);
+    std::vector<nlohmann::json> results;
+    if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
+    if (!settings.json_path.empty()) {
+      bench::write_json(settings.json_path, results);
+      fmt::print("\nwrote {}\n", settings.json_path);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "covflow-bench: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs on the GPU host, from the repository root: every GPU test binary, then every benchmark.
+# Copied into the bundle as .gpu/run by scripts/gpu-bundle. Results go to $OUT (or ./gpu-out):
+# <test>.xml per test binary, bench.json, and the whole log. Exits non-zero if any test fails.
+#   usage: .gpu/run [--quick] [--tests-only] [--bench-only] [extra covflow-bench args...]
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/env.sh"
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+quick=() run_tests=1 run_bench=1 bench_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=(--quick) ;;
+    --tests-only) run_bench=0 ;;
+    --bench-only) run_tests=0 ;;
+    *) bench_args+=("$arg") ;;
+  esac
+done
+exec > >(tee "$out/gpu-run.log") 2>&1
+
+echo "== covflow GPU run: commit $(cat "$here/commit"), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader || true
+"$here/bin/covflow" devices
+
+failed=()
+if [[ $run_tests -eq 1 ]]; then
+  while read -r t; do
+    echo "== $t"
+    if ! "$here/bin/$t" --gtest_output="xml:$out/$t.xml" --gtest_brief=1; then failed+=("$t"); fi
+  done < "$here/gpu_tests.txt"
+fi
+if [[ $run_bench -eq 1 ]]; then
+  echo "== covflow-bench all"
+  "$here/bin/covflow-bench" "${quick[@]}" --json "$out/bench.json" "${bench_args[@]}" all || failed+=(covflow-bench)
+fi
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "== FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "== all GPU tests and benchmarks passed"
