@@ -18,6 +18,12 @@ void throw_cuda_error(const char* library, int code, const char* code_name, cons
   throw CudaError(std::move(message), code);
 }
 
+void throw_cuda_runtime_error(int code, const char* code_name, const char* text, const char* call,
+                              const char* file, int line) {
+  cudaGetLastError();
+  throw_cuda_error("CUDA", code, code_name, text, call, file, line);
+}
+
 void report_cuda_error(const char* library, int code, const char* code_name, const char* call,
                        const char* file, int line) noexcept {
   std::fprintf(stderr, "covflow: %s error %s (%d) in %s at %s:%d (ignored during cleanup)\n",

@@ -64,6 +64,8 @@ TEST_F(ExecGpu, ErrorsNameCallFileAndLine) {
     EXPECT_NE(what.find("exec_gpu_test.cpp:"), std::string::npos) << what;
     EXPECT_NE(what.find("cudaErrorInvalidDevice"), std::string::npos) << what;
   }
+  // The thrown error does not linger: the next launch check is clean.
+  EXPECT_NO_THROW(COVFLOW_CHECK_LAUNCH());
   gpu().cuda_context().make_current();
 }
 

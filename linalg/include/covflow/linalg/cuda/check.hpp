@@ -13,6 +13,10 @@
 
 namespace covflow::linalg::detail {
 
+// Runtime errors also reset the runtime's last-error slot, so that an error already thrown does
+// not resurface at the next COVFLOW_CHECK_LAUNCH (sticky errors, a faulted context, stay).
+[[noreturn]] void throw_cuda_runtime_error(int code, const char* code_name, const char* text, const char* call,
+                                           const char* file, int line);
 [[noreturn]] void throw_cuda_error(const char* library, int code, const char* code_name,
                                    const char* text, const char* call, const char* file, int line);
 void report_cuda_error(const char* library, int code, const char* code_name, const char* call,
@@ -25,14 +29,13 @@ const char* cufft_result_name(int result) noexcept;
 
 }  // namespace covflow::linalg::detail
 
-#define COVFLOW_CUDA_TRY(call)                                                              \
-  do {                                                                                      \
-    const cudaError_t covflow_status_ = (call);                                             \
-    if (covflow_status_ != cudaSuccess)                                                     \
-      ::covflow::linalg::detail::throw_cuda_error("CUDA", static_cast<int>(covflow_status_), \
-                                                  cudaGetErrorName(covflow_status_),        \
-                                                  cudaGetErrorString(covflow_status_), #call, \
-                                                  __FILE__, __LINE__);                      \
+#define COVFLOW_CUDA_TRY(call)                                                                   \
+  do {                                                                                           \
+    const cudaError_t covflow_status_ = (call);                                                  \
+    if (covflow_status_ != cudaSuccess)                                                          \
+      ::covflow::linalg::detail::throw_cuda_runtime_error(                                       \
+          static_cast<int>(covflow_status_), cudaGetErrorName(covflow_status_),                 \
+          cudaGetErrorString(covflow_status_), #call, __FILE__, __LINE__);                       \
   } while (0)
 
 #define COVFLOW_CUDA_TRY_NO_THROW(call)                                                      \
