@@ -39,6 +39,7 @@ Exec Exec::cpu(unsigned threads) {
 Backend Exec::backend() const noexcept { return state_->backend; }
 
 ThreadPool& Exec::pool() { return state_->pool; }
+const ThreadPool& Exec::pool() const { return state_->pool; }
 
 CudaContext& Exec::cuda_context() {
   if (!state_->cuda) throw InvalidArgument("Exec::cuda_context(): this is a CPU execution context");

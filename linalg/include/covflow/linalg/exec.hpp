@@ -54,6 +54,7 @@ class Exec {
   // The host thread pool (the CPU backend's workers; a CUDA context has one too, for host-side
   // work such as preparing inputs).
   ThreadPool& pool();
+  const ThreadPool& pool() const;
   Workspace& workspace();
   // The CUDA side (stream, handles); throws InvalidArgument on a CPU Exec.
   CudaContext& cuda_context();
