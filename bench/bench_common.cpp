@@ -104,11 +104,16 @@ Timing time_host(const std::function<void()>& call, int warmup, int reps) {
 }
 
 #if COVFLOW_HAS_CUDA
-Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps) {
-  for (int i = 0; i < warmup; ++i) call(i);
+Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps,
+                   const std::function<void(int)>& prepare) {
+  for (int i = 0; i < warmup; ++i) {
+    if (prepare) prepare(i);
+    call(i);
+  }
   COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));
   std::vector<linalg::cuda::Event> starts(static_cast<std::size_t>(reps)), stops(static_cast<std::size_t>(reps));
   for (int i = 0; i < reps; ++i) {
+    if (prepare) prepare(warmup + i);
     starts[static_cast<std::size_t>(i)].record(stream);
     call(warmup + i);
     stops[static_cast<std::size_t>(i)].record(stream);

@@ -23,6 +23,9 @@ struct Settings {
   int cpu_reps = 3;
   bool quick = false;       // fewer sizes: a smoke run
   std::string json_path;
+  std::vector<std::string> shapes;  // "NxBATCH" filters, empty: the benchmark's own list
+  std::string dtype;                // "cf64", "cf32", ... empty: all
+  std::string mode;                 // "vectors" | "values", empty: both
 };
 
 struct Timing {
@@ -64,8 +67,11 @@ Timing time_host(const std::function<void()>& call, int warmup, int reps);
 
 #if COVFLOW_HAS_CUDA
 // Median of `reps` calls on `stream`, each between two CUDA events, after `warmup` calls.
-// `call(rep)` gets the repetition index so it can rotate among input sets.
-Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps);
+// `call(rep)` gets the repetition index so it can rotate among input sets. `prepare(rep)`, when
+// given, is issued before each call's start event (e.g. restoring an input that the call
+// overwrites) and is not timed.
+Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps,
+                   const std::function<void(int)>& prepare = {});
 #endif
 
 std::string device_description();

@@ -9,6 +9,7 @@
 
 #include "bench_common.hpp"
 #include "covariance_bench.hpp"
+#include "heev_bench.hpp"
 #include "covflow/linalg/device.hpp"
 
 int main(int argc, char** argv) {
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", settings.quick, "A few sizes only (smoke run)");
   app.require_subcommand(1);
   auto* covariance = app.add_subcommand("covariance", "Batched sample covariance R = X Xᴴ / K + δI");
+  auto* heev = app.add_subcommand("heev", "Batched Hermitian eigendecomposition vs cuSOLVER and LAPACK");
+  heev->add_option("--shape", settings.shapes, "Only these NxBATCH shapes (repeatable)");
+  heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
+  heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
     app.parse(argc, argv);
@@ -41,6 +46,7 @@ int main(int argc, char** argv) {
     if (!gpu) fmt::print("no GPU timing: {}\n", no_gpu ? "--no-gpu" : probe.reason);
     std::vector<nlohmann::json> results;
     if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
+    if (heev->parsed() || all->parsed()) results.push_back(bench::run_heev_bench(settings, gpu.get(), cpu));
     if (!settings.json_path.empty()) {
       bench::write_json(settings.json_path, results);
       fmt::print("\nwrote {}\n", settings.json_path);

@@ -2,16 +2,19 @@
 # Runs on the GPU host, from the repository root: every GPU test binary, then every benchmark.
 # Copied into the bundle as .gpu/run by scripts/gpu-bundle. Results go to $OUT (or ./gpu-out):
 # <test>.xml per test binary, bench.json, and the whole log. Exits non-zero if any test fails.
-#   usage: .gpu/run [--quick] [--tests-only] [--bench-only] [extra covflow-bench args...]
+#   usage: .gpu/run [--quick] [--tests-only] [--bench-only] [--filter=GTEST_FILTER] [extra covflow-bench args...]
+# Each binary runs under a time limit (COVFLOW_TEST_TIMEOUT, COVFLOW_BENCH_TIMEOUT seconds) so a
+# hung kernel is reported as a failure instead of eating the whole lease.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/env.sh"
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-quick=() run_tests=1 run_bench=1 bench_args=()
+quick=() run_tests=1 run_bench=1 bench_args=() filter='*'
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=(--quick) ;;
+    --filter=*) filter=${arg#--filter=} ;;
     --tests-only) run_bench=0 ;;
     --bench-only) run_tests=0 ;;
     *) bench_args+=("$arg") ;;
@@ -27,12 +30,15 @@ failed=()
 if [[ $run_tests -eq 1 ]]; then
   while read -r t; do
     echo "== $t"
-    if ! "$here/bin/$t" --gtest_output="xml:$out/$t.xml" --gtest_brief=1; then failed+=("$t"); fi
+    if ! timeout "${COVFLOW_TEST_TIMEOUT:-400}" "$here/bin/$t" --gtest_output="xml:$out/$t.xml" --gtest_brief=1 \
+        --gtest_filter="$filter"; then failed+=("$t"); fi
   done < "$here/gpu_tests.txt"
 fi
 if [[ $run_bench -eq 1 ]]; then
   echo "== covflow-bench all"
-  "$here/bin/covflow-bench" "${quick[@]}" --json "$out/bench.json" "${bench_args[@]}" all || failed+=(covflow-bench)
+  [[ ${#bench_args[@]} -gt 0 ]] || bench_args=(all)
+  timeout "${COVFLOW_BENCH_TIMEOUT:-400}" "$here/bin/covflow-bench" "${quick[@]}" --json "$out/bench.json" "${bench_args[@]}" \
+    || failed+=(covflow-bench)
 fi
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "== FAILED: ${failed[*]}"

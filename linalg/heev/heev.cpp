@@ -11,7 +11,7 @@ namespace covflow::linalg {
 template <class T>
 std::size_t heev_workspace(const Exec& exec, std::int64_t n, std::int64_t count, const HeevOptions& options) {
   if (n <= 0 || count <= 0) return 0;
-#if COVFLOW_HAS_CUDA && COVFLOW_HEEV_CUDA
+#if COVFLOW_HAS_CUDA
   if (exec.is_cuda()) return detail::heev_cuda_workspace<T>(n, count, options);
 #endif
   return detail::heev_cpu_workspace<T>(exec.pool().size(), n, options);
@@ -39,13 +39,12 @@ void heev(Exec& exec, Batch<T> a, std::span<real_t<T>> w, std::span<int> info, c
   detail::require_accessible(exec, a, op, "A");
   detail::require_memory_space(exec, w.data(), op, "w");
   detail::require_memory_space(exec, info.data(), op, "info");
-#if COVFLOW_HAS_CUDA && COVFLOW_HEEV_CUDA
+#if COVFLOW_HAS_CUDA
   if (exec.is_cuda()) {
     detail::heev_cuda(exec.cuda_context(), a, w, info, options);
     return;
   }
 #endif
-  if (exec.is_cuda()) throw Unavailable("heev: the CUDA path is not built yet");
   detail::heev_cpu(exec.pool(), exec.workspace(), a, w, info, options);
 }
 

@@ -1,0 +1,1132 @@
+// heev on the GPU, after shared/papers/batched-hermitian-eigen-radar.txt:
+//   §2.2          Householder reduction to Hermitian tridiagonal form with Hermitian reflectors
+//                 H = I − α w wᴴ (α real, w = x + e^{iθ}‖x‖e₁), one matrix-vector product per column
+//                 (p = αAw, K = (α/2)wᴴp, q = p − Kw, A ← A − wqᴴ − qwᴴ);
+//   end of §2.2   the diagonal unitary S that turns it into a real symmetric tridiagonal;
+//   §3            implicit Wilkinson-shifted QR/QL with deflation (tridiagonal_qr.hpp, the code the
+//                 CPU tests check against LAPACK), its plane rotations accumulated into Z;
+//   then          V = Q·S·Z, the eigenvectors of A.
+//
+// Two organisations, by size:
+//
+// n ≤ 32  small_heev_kernel — one warp per matrix does everything in shared memory. Lane i owns
+//         row i during the reduction and the QR iteration; all 32 lanes run the (sequential)
+//         iteration in lockstep, so each lane applies every rotation to its own row of Z the moment
+//         it is made, at no extra latency; lane c owns column c of V in the back-transform.
+//         Budget (complex double, n = 32): A, Z and V with a padded leading dimension of 33,
+//         ≈ 46 KB per warp, 4 warps per block.
+//
+// n > 32  four kernels:
+//   1. tridiagonalize_kernel — one thread-block cluster per matrix (sm_90 distributed shared
+//      memory). The packed lower triangle is spread over the C blocks of the cluster by columns,
+//      cyclically (column j in block j mod C), so every block keeps an equal share of the shrinking
+//      trailing matrix; C = 1 … 16 is the smallest that fits in shared memory, grown while that
+//      puts more of the batch on the GPU at once. Per column: the owner block forms w; every block
+//      forms its partial of p from its own columns; partials are summed across the cluster through
+//      DSMEM; every block updates its own columns. Two cluster barriers per column.
+//      Beyond what 16 blocks hold (complex double n ≳ 700) the same reduction runs on A in global
+//      memory, one block per matrix.
+//   2. chase_kernel — one warp per matrix runs the QR iteration (all lanes in lockstep; the
+//      deflation scans are shared through ballots) and stores its rotations, one number each
+//      (Stewart's encoding) plus the plane, in a buffer of bounded size. When the buffer is full it
+//      stops at a sweep boundary and keeps its state; the host issues a fixed number of rounds
+//      (enough for 6n² rotations, 5× what a matrix typically needs; a round with nothing to do
+//      costs one empty launch), so nothing waits on the host.
+//   3. apply_kernel — one warp per 32 rows of Z (Z's rows in shared memory, lane = row) applies a
+//      round's rotations in order; consecutive rotations of a sweep share a column, which stays in
+//      a register (one shared-memory load and one store per rotation instead of two of each).
+//   4. finalize_kernel (sort, phases of S) and back_transform_kernel — V = Q·S·Z·P into A, each
+//      warp owning 4 columns of V in shared memory (8 lanes per column).
+//
+// No host synchronisation anywhere: per-matrix status goes to `info` on the device. A matrix
+// holding a NaN or an Inf is flagged by the first kernel; later kernels write NaN for it alone.
+#include <cooperative_groups.h>
+#include <cuda/atomic>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "../common/device_scalar.cuh"
+#include "covflow/linalg/cuda/check.hpp"
+#include "covflow/linalg/cuda/context.hpp"
+#include "heev_impl.hpp"
+#include "tridiagonal_qr.hpp"
+
+namespace covflow::linalg::detail {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kSmallMax = 32;                     // n handled by one warp
+constexpr int kSmallWarps = 4;                    // matrices per block in the small kernel
+constexpr int kTridiagThreads = 256;              // threads per block of the reduction
+constexpr int kMaxCluster = 16;                   // blocks per cluster, at most (non-portable above 8)
+constexpr int kMaxBackWarps = 8;                  // warps per back-transform block, at most
+constexpr int kColsPerWarp = 4;                   // columns of V per warp (8 lanes each)
+constexpr std::size_t kSmemBudget = 200 * 1024;   // shared memory a block plans for (sm_90: 227 KB)
+
+// Offset of reflector k (length n−1−k) in the reflector store.
+__host__ __device__ inline long long reflector_offset(int n, int k) {
+  return static_cast<long long>(k) * (n - 1) - static_cast<long long>(k) * (k - 1) / 2;
+}
+
+// ---- cyclic column distribution of the packed lower triangle over a cluster -----------------
+// Block q owns columns q, q + C, q + 2C, …; its t-th column (j = q + tC, rows j..n−1) starts at
+// local offset t·n − t·q − C·t(t−1)/2.
+__host__ __device__ inline int owned_columns(int n, int C, int q) { return q < n ? (n - q + C - 1) / C : 0; }
+__host__ __device__ inline long long owned_offset(int n, int C, int q, int t) {
+  return static_cast<long long>(t) * n - static_cast<long long>(t) * q - static_cast<long long>(C) * t * (t - 1) / 2;
+}
+__host__ __device__ inline long long owned_size(int n, int C, int q) {
+  return owned_offset(n, C, q, owned_columns(n, C, q));
+}
+
+template <class T>
+std::size_t cluster_smem(int n, int C) {
+  // own columns + w, p partial, q, b (T) + α (R) + 32 partial sums + 8 scalars
+  return sizeof(T) * (static_cast<std::size_t>(owned_size(n, C, 0)) + 4 * std::size_t(n) + 8) +
+         sizeof(sreal_t<T>) * (std::size_t(n) + 64);
+}
+
+// ---- Stewart's one-number encoding of a plane rotation ------------------------------------
+// The chase's rotations have c ≥ 0 (dlartg's convention); the 2×2 deflation rotations may not,
+// and are negated to c ≥ 0 first — harmless, because the two columns they touch are final at
+// once, so negating both is choosing the other sign of two eigenvectors.
+template <class R>
+__device__ inline R encode_rotation(R c, R s) {
+  if (c < R(0)) {
+    c = -c;
+    s = -s;
+  }
+  if (c == R(0)) return s >= R(0) ? R(1) : R(-1);
+  if (fabs(s) < c) return s * R(0.5);            // |ρ| < 0.36
+  return (s >= R(0) ? R(2) : R(-2)) / c;         // |ρ| > 2.8
+}
+template <class R>
+__device__ inline void decode_rotation(R rho, R& c, R& s) {
+  if (fabs(rho) < R(1)) {
+    s = R(2) * rho;
+    c = sqrt(R(1) - s * s);
+  } else if (rho == R(1) || rho == R(-1)) {
+    c = R(0);
+    s = rho;
+  } else {
+    c = R(2) / fabs(rho);
+    s = copysign(sqrt(R(1) - c * c), rho);
+  }
+}
+
+// ---- workspace ----------------------------------------------------------------------------
+
+// Per-matrix chase state kept between rounds.
+struct ChaseState {
+  QrState qr;
+  int status;  // 0 running, 1 done, 2 no convergence, 3 skipped (non-finite input)
+  int count;   // rotations stored in this round
+};
+
+template <class T>
+struct Layout {
+  using R = sreal_t<T>;
+  int n = 0;
+  long long count = 0;
+  bool vectors = false;
+  long long capacity = 0;  // rotations per matrix per round
+  int rounds = 0;
+  std::size_t off_exponent = 0, off_state = 0, off_d = 0, off_e = 0, off_alpha = 0, off_b = 0, off_phase = 0,
+              off_perm = 0, off_reflectors = 0, off_z = 0, off_rho = 0, off_plane = 0, bytes = 0;
+
+  Layout(int n_, long long count_, bool vectors_) : n(n_), count(count_), vectors(vectors_) {
+    std::size_t at = 0;
+    auto take = [&](std::size_t bytes_) {
+      const std::size_t start = at;
+      at += (bytes_ + 255) / 256 * 256;
+      return start;
+    };
+    const auto cn = static_cast<std::size_t>(count) * static_cast<std::size_t>(n);
+    off_exponent = take(sizeof(int) * count);
+    off_state = take(sizeof(ChaseState) * count);
+    off_d = take(sizeof(R) * cn);
+    off_e = take(sizeof(R) * cn);
+    off_alpha = take(sizeof(R) * cn);
+    off_b = take(sizeof(T) * cn);
+    if (vectors) {
+      off_phase = take(sizeof(T) * cn);
+      off_perm = take(sizeof(int) * cn);
+      off_reflectors = take(sizeof(T) * static_cast<std::size_t>(count) * std::size_t(n) * std::size_t(n - 1) / 2);
+      off_z = take(sizeof(R) * cn * std::size_t(n));
+      // The rotation buffer takes what is left of twice the input's size (at least 2n rotations).
+      const double n2 = double(n) * n;
+      const double left = 2.0 * n2 * sizeof(T) * 0.95 - n2 * sizeof(R) - n2 / 2 * sizeof(T) - 8.0 * n * sizeof(T);
+      capacity = std::max<long long>(2LL * n, static_cast<long long>(std::min(left / (sizeof(R) + 2), 2.0 * n2)));
+      rounds = static_cast<int>((6.0 * n2 + capacity - 1) / capacity) + 1;
+      off_rho = take(sizeof(R) * static_cast<std::size_t>(count) * capacity);
+      off_plane = take(sizeof(std::uint16_t) * static_cast<std::size_t>(count) * capacity);
+    }
+    bytes = at;
+  }
+};
+
+template <class T>
+struct Work {
+  using R = sreal_t<T>;
+  int* exponent = nullptr;
+  ChaseState* state = nullptr;
+  R* d = nullptr;
+  R* e = nullptr;
+  R* alpha = nullptr;
+  T* b = nullptr;
+  T* phase = nullptr;
+  int* perm = nullptr;
+  T* reflectors = nullptr;
+  R* z = nullptr;
+  R* rho = nullptr;
+  std::uint16_t* plane = nullptr;
+  long long capacity = 0;
+};
+
+template <class T>
+Work<T> bind(const Layout<T>& layout, std::byte* base) {
+  using R = sreal_t<T>;
+  Work<T> w;
+  w.exponent = reinterpret_cast<int*>(base + layout.off_exponent);
+  w.state = reinterpret_cast<ChaseState*>(base + layout.off_state);
+  w.d = reinterpret_cast<R*>(base + layout.off_d);
+  w.e = reinterpret_cast<R*>(base + layout.off_e);
+  w.alpha = reinterpret_cast<R*>(base + layout.off_alpha);
+  w.b = reinterpret_cast<T*>(base + layout.off_b);
+  if (layout.vectors) {
+    w.phase = reinterpret_cast<T*>(base + layout.off_phase);
+    w.perm = reinterpret_cast<int*>(base + layout.off_perm);
+    w.reflectors = reinterpret_cast<T*>(base + layout.off_reflectors);
+    w.z = reinterpret_cast<R*>(base + layout.off_z);
+    w.rho = reinterpret_cast<R*>(base + layout.off_rho);
+    w.plane = reinterpret_cast<std::uint16_t*>(base + layout.off_plane);
+    w.capacity = layout.capacity;
+  }
+  return w;
+}
+
+// ---- block-wide helpers -------------------------------------------------------------------
+
+// Sum over the block; every thread gets the result. `scratch` holds one value per warp.
+template <class V>
+__device__ V block_sum(V value, V* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  value = warp_sum(value);
+  __syncthreads();  // scratch may still be read from the previous call
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  V total = scratch[0];
+  for (int w = 1; w < warps; ++w) total += scratch[w];
+  return total;
+}
+template <class R>
+__device__ R warp_max(R value) {
+  for (int offset = 16; offset > 0; offset >>= 1) value = fmax(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+// The Householder scalars of §2.2 for x = (x1, …) with ‖x‖² = sigma2: b = −e^{iθ}‖x‖ (the new
+// sub-diagonal), the first entry of w = x + e^{iθ}‖x‖e₁, and α = 1/(‖x‖(‖x‖ + |x1|)). α = 0 means
+// there is nothing to annihilate (H = I, b = x1).
+template <class T>
+__device__ inline void householder(T x1, sreal_t<T> sigma2, bool last, T& b, T& w1, sreal_t<T>& alpha) {
+  using R = sreal_t<T>;
+  const R ax1 = sqrt(abs2(x1));
+  const T phase = ax1 > R(0) ? x1 * (R(1) / ax1) : from_real<T>(R(1));
+  const R sigma = sqrt(sigma2);
+  if (last || sigma == R(0)) {
+    b = x1;
+    w1 = x1;
+    alpha = R(0);
+  } else {
+    b = -(phase * sigma);
+    w1 = x1 + phase * sigma;
+    alpha = R(1) / (sigma * (sigma + ax1));
+  }
+}
+
+// ============================================================================================
+// n ≤ 32: one warp per matrix
+// ============================================================================================
+
+// Rotations go straight into the lane's row of Z (every lane calls this with the same rotation).
+template <class R>
+struct RowSink {
+  R* z;  // Z(row, j) at z[j * ld]
+  int ld;
+  __device__ bool reserve(int) { return true; }
+  __device__ void operator()(int j, R c, R s) {
+    const R t = z[(j + 1) * ld];
+    const R u = z[j * ld];
+    z[(j + 1) * ld] = c * t - s * u;
+    z[j * ld] = s * t + c * u;
+  }
+};
+template <class R>
+struct NullSink {
+  __device__ bool reserve(int) { return true; }
+  __device__ void operator()(int, R, R) {}
+};
+
+template <class T, int N>
+struct SmallShared {
+  using R = sreal_t<T>;
+  static constexpr int ld = N + 1;  // padded: row and column walks are both conflict-free
+  T a[N * ld];
+  T v[N * ld];
+  R z[N * ld];
+  T w[N], q[N], b[N], phase[N];
+  R d[N], e[N], alpha[N];
+  int perm[N];
+};
+
+template <class T, int N>
+__global__ void __launch_bounds__(kSmallWarps * 32) small_heev_kernel(T* a_all, long long lda, long long stride, int n,
+                                                                     long long count, bool upper, bool vectors,
+                                                                     sreal_t<T>* w_out, int* info) {
+  using R = sreal_t<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long b = static_cast<long long>(blockIdx.x) * kSmallWarps + warp;
+  if (b >= count) return;
+  auto& sh = reinterpret_cast<SmallShared<T, N>*>(smem_raw)[warp];
+  constexpr int ld = SmallShared<T, N>::ld;
+  T* A = a_all + b * stride;
+  R* w = w_out + b * n;
+  const bool in = lane < n;
+
+  // Load the read triangle into a full Hermitian matrix; lane i takes row i.
+  bool finite = true;
+  R amax = 0;
+  for (int j = 0; j < n; ++j) {
+    if (in && lane >= j) {
+      T v = upper ? conj_of(A[j + lane * lda]) : A[lane + j * lda];
+      if (lane == j) v = from_real<T>(real_part(v));
+      finite = finite && is_finite(v);
+      amax = fmax(amax, sqrt(abs2(v)));
+      sh.a[lane + j * ld] = v;
+      sh.a[j + lane * ld] = conj_of(v);
+    }
+  }
+  if (!__all_sync(0xffffffffu, finite)) {
+    if (lane == 0) info[b] = status::non_finite_input;
+    for (int k = lane; k < n; k += 32) w[k] = R(NAN);
+    if (vectors)
+      for (int c = 0; c < n; ++c)
+        if (in) A[lane + c * lda] = from_real<T>(R(NAN));
+    return;
+  }
+  amax = warp_max(amax);
+  const int exponent = amax > R(0) ? ilogb(amax) : 0;
+  const R scale = scalbn(R(1), -exponent);
+  __syncwarp();
+  if (in)
+    for (int j = 0; j < n; ++j) sh.a[lane + j * ld] = sh.a[lane + j * ld] * scale;
+  __syncwarp();
+
+  // §2.2: reduction to tridiagonal form; the reflector w_k is left in column k below the diagonal.
+  for (int k = 0; k + 1 < n; ++k) {
+    const T xi = (in && lane > k) ? sh.a[lane + k * ld] : from_real<T>(R(0));
+    const R sigma2 = warp_sum(abs2(xi));
+    T x1;
+    if constexpr (is_cx<T>) x1 = T{__shfl_sync(0xffffffffu, xi.x, k + 1), __shfl_sync(0xffffffffu, xi.y, k + 1)};
+    else x1 = __shfl_sync(0xffffffffu, xi, k + 1);
+    T bk, w1;
+    R alpha;
+    householder(x1, sigma2, k + 2 == n, bk, w1, alpha);
+    if (lane == 0) {
+      sh.b[k] = bk;
+      sh.alpha[k] = alpha;
+      sh.d[k] = real_part(sh.a[k + k * ld]);
+    }
+    if (alpha == R(0)) continue;  // the same decision in every lane
+    const T wi = lane == k + 1 ? w1 : xi;
+    if (in && lane > k) sh.a[lane + k * ld] = wi;
+    if (lane < N) sh.w[lane] = wi;
+    __syncwarp();
+    T acc = from_real<T>(R(0));
+    if (in && lane > k)
+      for (int j = k + 1; j < n; ++j) acc = fma_(acc, sh.a[lane + j * ld], sh.w[j]);
+    const T pi = alpha * acc;
+    const R K = alpha / R(2) * warp_sum(real_part(fma_conj(from_real<T>(R(0)), wi, pi)));
+    const T qi = pi - K * wi;
+    if (lane < N) sh.q[lane] = qi;
+    __syncwarp();
+    if (in && lane > k)
+      for (int j = k + 1; j < n; ++j)
+        sh.a[lane + j * ld] = sh.a[lane + j * ld] - (wi * conj_of(sh.q[j]) + qi * conj_of(sh.w[j]));
+    __syncwarp();
+  }
+  if (lane == 0) {
+    sh.d[n - 1] = real_part(sh.a[(n - 1) + (n - 1) * ld]);
+    // End of §2.2: s₀ = 1, s_{k+1} = s_k·b_k/|b_k|; the real tridiagonal has off-diagonals |b_k|.
+    T s = from_real<T>(R(1));
+    sh.phase[0] = s;
+    for (int k = 0; k + 1 < n; ++k) {
+      const R mag = sqrt(abs2(sh.b[k]));
+      sh.e[k] = mag;
+      if (mag > R(0)) s = s * (sh.b[k] * (R(1) / mag));
+      sh.phase[k + 1] = s;
+    }
+  }
+  if (vectors && in)
+    for (int j = 0; j < n; ++j) sh.z[lane + j * ld] = lane == j ? R(1) : R(0);
+  __syncwarp();
+
+  // §3: every lane runs the iteration; each applies the rotations to its own row of Z.
+  QrState state;
+  QrResult result;
+  if (vectors) {
+    // Lanes past n take part in the shared scans and apply the rotations to the padding row N,
+    // which nothing reads.
+    RowSink<R> sink{sh.z + (in ? lane : N), ld};
+    result = tridiagonal_qr<R, true>(n, sh.d, sh.e, sink, state, 30L * n);
+  } else {
+    NullSink<R> sink;
+    result = tridiagonal_qr<R, true>(n, sh.d, sh.e, sink, state, 30L * n);
+  }
+  __syncwarp();
+  if (lane == 0) info[b] = result == QrResult::done ? status::ok : status::no_convergence;
+
+  // Sort: rank of each eigenvalue (ties by index).
+  if (in) {
+    const R v = sh.d[lane];
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += (sh.d[j] < v) || (sh.d[j] == v && j < lane);
+    w[rank] = scalbn(v, exponent);
+    sh.perm[rank] = lane;
+  }
+  if (!vectors) return;
+  __syncwarp();
+
+  // V = Q·S·Z·P: lane c owns column c.
+  if (in) {
+    const int src = sh.perm[lane];
+    for (int i = 0; i < n; ++i) sh.v[i + lane * ld] = sh.phase[i] * sh.z[i + src * ld];
+    T* vc = sh.v + lane * ld;
+    for (int k = n - 3; k >= 0; --k) {
+      const R alpha = sh.alpha[k];
+      if (alpha == R(0)) continue;
+      const T* wk = sh.a + k * ld;  // w_k in rows k+1..n−1 of column k
+      T dot = from_real<T>(R(0));
+      for (int i = k + 1; i < n; ++i) dot = fma_conj(dot, wk[i], vc[i]);
+      const T coef = alpha * dot;
+      for (int i = k + 1; i < n; ++i) vc[i] = vc[i] - wk[i] * coef;
+    }
+  }
+  __syncwarp();
+  if (in)
+    for (int c = 0; c < n; ++c) A[lane + c * lda] = sh.v[lane + c * ld];
+}
+
+// ============================================================================================
+// n > 32, kernel 1: reduction to tridiagonal form by a thread-block cluster
+// ============================================================================================
+
+template <class T>
+__global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_all, long long lda, long long stride,
+                                                                         int n, bool upper, Work<T> work, int* info) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // clusters need sm_90; the host picks the global-memory kernel on older devices
+#else
+  using R = sreal_t<T>;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int C = static_cast<int>(cluster.num_blocks());
+  const int q = static_cast<int>(cluster.block_rank());
+  const long long b = blockIdx.x / C;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, warps = nt >> 5;
+  T* A = a_all + b * stride;
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* own = reinterpret_cast<T*>(smem_raw);
+  // Every block lays its shared memory out identically (own columns sized for block 0, the
+  // largest share), so that map_shared_rank() finds a buffer at the same offset in each.
+  T* wv = own + owned_size(n, C, 0);  // w of the current column (every block holds a copy)
+  T* part = wv + n;                   // this block's partial of A₂₂w
+  T* pv = part + n;                   // p, then q
+  T* bsh = pv + n;                    // b_k of the columns this block owns
+  T* scal = bsh + n;                  // [0] w1, [1] (α, finite flag, max) exchanged through DSMEM
+  R* alpha_sh = reinterpret_cast<R*>(scal + 8);
+  R* rsum = alpha_sh + n;
+  R* rscal = rsum + 32;  // [0] α, [1] local max, [2] local finite
+
+  auto own_at = [&](int i, int j) -> T& {  // (i, j), i ≥ j, j owned by this block
+    return own[owned_offset(n, C, q, (j - q) / C) + (i - j)];
+  };
+
+  // Load this block's columns of the read triangle; the cluster agrees on finiteness and the scale.
+  bool finite = true;
+  R amax = 0;
+  for (int j = q; j < n; j += C)
+    for (int i = j + tid; i < n; i += nt) {
+      T v = upper ? conj_of(A[j + i * lda]) : A[i + j * lda];
+      if (i == j) v = from_real<T>(real_part(v));
+      finite = finite && is_finite(v);
+      amax = fmax(amax, sqrt(abs2(v)));
+      own_at(i, j) = v;
+    }
+  finite = __syncthreads_and(finite);
+  amax = warp_max(amax);
+  if (lane == 0) rsum[warp] = amax;
+  __syncthreads();
+  if (tid == 0) {
+    R m = 0;
+    for (int w = 0; w < warps; ++w) m = fmax(m, rsum[w]);
+    rscal[1] = m;
+    rscal[2] = finite ? R(1) : R(0);
+  }
+  cluster.sync();
+  R global_max = 0;
+  bool all_finite = true;
+  for (int r = 0; r < C; ++r) {
+    const R* remote = cluster.map_shared_rank(rscal, r);
+    global_max = fmax(global_max, remote[1]);
+    all_finite = all_finite && remote[2] != R(0);
+  }
+  if (!all_finite) {
+    if (q == 0 && tid == 0) {
+      info[b] = status::non_finite_input;
+      work.state[b].status = 3;
+    }
+    cluster.sync();  // nobody leaves while another block may still read its shared memory
+    return;
+  }
+  // Scale by a power of two so that max |a_ij| is about 1: exact, keeps the chase's squares in range.
+  const int exponent = global_max > R(0) ? ilogb(global_max) : 0;
+  if (exponent != 0) {
+    const R scale = scalbn(R(1), -exponent);
+    for (long long x = tid; x < owned_size(n, C, q); x += nt) own[x] = own[x] * scale;
+  }
+  __syncthreads();
+
+  T* reflectors = work.reflectors != nullptr ? work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2) : nullptr;
+  for (int k = 0; k + 1 < n; ++k) {
+    const int m = n - k - 1;
+    const int owner = k % C;
+    if (q == owner) {
+      // The column below the diagonal is x; form w in place and keep a copy in wv.
+      R part_norm = 0;
+      for (int i = k + 1 + tid; i < n; i += nt) part_norm += abs2(own_at(i, k));
+      const R sigma2 = block_sum(part_norm, rsum);
+      if (tid == 0) {
+        T bk, w1;
+        R alpha;
+        householder(own_at(k + 1, k), sigma2, k + 2 == n, bk, w1, alpha);
+        bsh[k] = bk;
+        alpha_sh[k] = alpha;
+        rscal[0] = alpha;
+        own_at(k + 1, k) = w1;
+      }
+      __syncthreads();
+      if (rscal[0] != R(0))
+        for (int i = tid; i < m; i += nt) {
+          const T wi = own_at(k + 1 + i, k);
+          wv[i] = wi;
+          if (reflectors != nullptr) reflectors[reflector_offset(n, k) + i] = wi;
+        }
+    }
+    cluster.sync();  // S1: the owner's w and α are ready
+    const R alpha = q == owner ? rscal[0] : cluster.map_shared_rank(rscal, owner)[0];
+    if (alpha == R(0)) {
+      cluster.sync();  // keep the step's barrier count the same in every block
+      continue;
+    }
+    if (q != owner) {
+      const T* remote_w = cluster.map_shared_rank(wv, owner);
+      for (int i = tid; i < m; i += nt) wv[i] = remote_w[i];
+      __syncthreads();
+    }
+    // Partial p = A₂₂w over this block's columns j > k. Row part: thread per row i, walking the
+    // owned columns j ≤ i (lanes read consecutive rows of one column: no bank conflicts).
+    const int j0 = k + 1 + ((q - (k + 1)) % C + C) % C;  // first owned column > k
+    for (int i = k + 1 + tid; i < n; i += nt) {
+      T acc0 = from_real<T>(R(0)), acc1 = from_real<T>(R(0));
+      int j = j0;
+      for (; j + C <= i; j += 2 * C) {
+        acc0 = fma_(acc0, own_at(i, j), wv[j - k - 1]);
+        acc1 = fma_(acc1, own_at(i, j + C), wv[j + C - k - 1]);
+      }
+      if (j <= i) acc0 = fma_(acc0, own_at(i, j), wv[j - k - 1]);
+      part[i - k - 1] = acc0 + acc1;
+    }
+    __syncthreads();
+    // Column part: for each owned column i > k, Σ_{j>i} conj(A(j,i)) w_j — a warp per column.
+    for (int i = j0 + warp * C; i < n; i += warps * C) {
+      T acc = from_real<T>(R(0));
+      const T* col = &own_at(i, i);
+      for (int j = i + 1 + lane; j < n; j += 32) acc = fma_conj(acc, col[j - i], wv[j - k - 1]);
+      acc = warp_sum(acc);
+      if (lane == 0) part[i - k - 1] += acc;
+    }
+    cluster.sync();  // S2: every block's partial is complete
+    R dot = 0;
+    for (int i = tid; i < m; i += nt) {
+      T p = part[i];
+      for (int r = 1; r < C; ++r) p += cluster.map_shared_rank(part, (q + r) % C)[i];
+      p = alpha * p;
+      pv[i] = p;
+      dot += real_part(fma_conj(from_real<T>(R(0)), wv[i], p));
+    }
+    const R K = alpha / R(2) * block_sum(dot, rsum);
+    for (int i = tid; i < m; i += nt) pv[i] = pv[i] - K * wv[i];
+    __syncthreads();
+    // A₂₂ −= w qᴴ + q wᴴ on the owned columns: a warp per column, lanes down the rows.
+    for (int j = j0 + warp * C; j < n; j += warps * C) {
+      const T wj = wv[j - k - 1], qj = pv[j - k - 1];
+      T* col = &own_at(j, j);
+      for (int i = j + lane; i < n; i += 32) {
+        const T wi = wv[i - k - 1], qi = pv[i - k - 1];
+        col[i - j] = col[i - j] - (wi * conj_of(qj) + qi * conj_of(wj));
+      }
+    }
+    __syncthreads();
+  }
+  // Diagonal, sub-diagonal and α of the owned columns.
+  R* d = work.d + b * n;
+  R* e = work.e + b * n;
+  R* alpha_out = work.alpha + b * n;
+  T* b_out = work.b + b * n;
+  for (int k = q + tid * C; k < n; k += nt * C) {
+    d[k] = real_part(own_at(k, k));
+    if (k + 1 < n) {
+      e[k] = sqrt(abs2(bsh[k]));
+      alpha_out[k] = alpha_sh[k];
+      b_out[k] = bsh[k];
+    }
+  }
+  if (q == 0 && tid == 0) {
+    work.exponent[b] = exponent;
+    info[b] = status::ok;
+    ChaseState& st = work.state[b];
+    st.qr = QrState{};
+    st.status = 0;
+    st.count = 0;
+  }
+  cluster.sync();  // no block leaves while others may still read its shared memory
+#endif
+}
+
+// The same reduction, one block per matrix, on A itself in global memory (lower triangle): for n
+// too large for a cluster's shared memory. Thread-per-row matrix-vector product, element-strided
+// rank-2 update.
+template <class T>
+__global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(T* a_all, long long lda,
+                                                                                long long stride, int n, bool upper,
+                                                                                Work<T> work, int* info) {
+  using R = sreal_t<T>;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, warps = nt >> 5;
+  const long long b = blockIdx.x;
+  T* A = a_all + b * stride;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* wv = reinterpret_cast<T*>(smem_raw);
+  T* pv = wv + n;
+  T* bsh = pv + n;
+  R* alpha_sh = reinterpret_cast<R*>(bsh + n);
+  R* rsum = alpha_sh + n;
+  __shared__ R alpha_now;
+
+  bool finite = true;
+  R amax = 0;
+  for (int j = 0; j < n; ++j)
+    for (int i = j + tid; i < n; i += nt) {
+      T v = upper ? conj_of(A[j + i * lda]) : A[i + j * lda];
+      if (i == j) v = from_real<T>(real_part(v));
+      finite = finite && is_finite(v);
+      amax = fmax(amax, sqrt(abs2(v)));
+      A[i + j * lda] = v;  // reads the upper triangle, writes the lower: no element another thread reads
+    }
+  if (!__syncthreads_and(finite)) {
+    if (tid == 0) {
+      info[b] = status::non_finite_input;
+      work.state[b].status = 3;
+    }
+    return;
+  }
+  amax = warp_max(amax);
+  if (lane == 0) rsum[warp] = amax;
+  __syncthreads();
+  R m_all = 0;
+  for (int w = 0; w < warps; ++w) m_all = fmax(m_all, rsum[w]);
+  const int exponent = m_all > R(0) ? ilogb(m_all) : 0;
+  if (exponent != 0) {
+    const R scale = scalbn(R(1), -exponent);
+    for (int j = 0; j < n; ++j)
+      for (int i = j + tid; i < n; i += nt) A[i + j * lda] = A[i + j * lda] * scale;
+  }
+  __syncthreads();
+  T* reflectors = work.reflectors != nullptr ? work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2) : nullptr;
+  for (int k = 0; k + 1 < n; ++k) {
+    const int m = n - k - 1;
+    R part_norm = 0;
+    for (int i = k + 1 + tid; i < n; i += nt) part_norm += abs2(A[i + k * lda]);
+    const R sigma2 = block_sum(part_norm, rsum);
+    if (tid == 0) {
+      T bk, w1;
+      R alpha;
+      householder(A[(k + 1) + k * lda], sigma2, k + 2 == n, bk, w1, alpha);
+      bsh[k] = bk;
+      alpha_sh[k] = alpha;
+      alpha_now = alpha;
+      A[(k + 1) + k * lda] = w1;
+    }
+    __syncthreads();
+    const R alpha = alpha_now;
+    if (alpha == R(0)) continue;
+    for (int i = tid; i < m; i += nt) {
+      const T wi = A[(k + 1 + i) + k * lda];
+      wv[i] = wi;
+      if (reflectors != nullptr) reflectors[reflector_offset(n, k) + i] = wi;
+    }
+    __syncthreads();
+    for (int i = k + 1 + tid; i < n; i += nt) {
+      T acc = from_real<T>(R(0));
+      for (int j = k + 1; j <= i; ++j) acc = fma_(acc, A[i + j * lda], wv[j - k - 1]);
+      for (int j = i + 1; j < n; ++j) acc = fma_conj(acc, A[j + i * lda], wv[j - k - 1]);
+      pv[i - k - 1] = alpha * acc;
+    }
+    __syncthreads();
+    R dot = 0;
+    for (int i = tid; i < m; i += nt) dot += real_part(fma_conj(from_real<T>(R(0)), wv[i], pv[i]));
+    const R K = alpha / R(2) * block_sum(dot, rsum);
+    for (int i = tid; i < m; i += nt) pv[i] = pv[i] - K * wv[i];
+    __syncthreads();
+    for (int j = k + 1 + warp; j < n; j += warps) {
+      const T wj = wv[j - k - 1], qj = pv[j - k - 1];
+      for (int i = j + lane; i < n; i += 32) {
+        const T wi = wv[i - k - 1], qi = pv[i - k - 1];
+        A[i + j * lda] = A[i + j * lda] - (wi * conj_of(qj) + qi * conj_of(wj));
+      }
+    }
+    __syncthreads();
+  }
+  for (int k = tid; k < n; k += nt) {
+    work.d[b * n + k] = real_part(A[k + k * lda]);
+    if (k + 1 < n) {
+      work.e[b * n + k] = sqrt(abs2(bsh[k]));
+      work.alpha[b * n + k] = alpha_sh[k];
+      work.b[b * n + k] = bsh[k];
+    }
+  }
+  if (tid == 0) {
+    work.exponent[b] = exponent;
+    info[b] = status::ok;
+    ChaseState& st = work.state[b];
+    st.qr = QrState{};
+    st.status = 0;
+    st.count = 0;
+  }
+}
+
+// ============================================================================================
+// n > 32, kernels 2 and 3: the QR iteration in rounds, and the application of its rotations
+// ============================================================================================
+
+// Lane 0 stores rotations; every lane keeps the count so that reserve() agrees across the warp.
+template <class R>
+struct BufferSink {
+  R* rho;
+  std::uint16_t* plane;
+  long long capacity;
+  long long used = 0;
+  int lane;
+  __device__ bool reserve(int length) { return used + length <= capacity; }
+  __device__ void operator()(int j, R c, R s) {
+    if (lane == 0) {
+      rho[used] = encode_rotation(c, s);
+      plane[used] = static_cast<std::uint16_t>(j);
+    }
+    ++used;
+  }
+};
+
+// One warp per matrix. d and e live in shared memory for the round and go back to the workspace.
+template <class R, bool Vectors>
+__global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, R* rho_all,
+                             std::uint16_t* plane_all, long long capacity, int* info, R* w_out, const int* exponents,
+                             bool last_round) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const long long b = static_cast<long long>(blockIdx.x) * warps + warp;
+  if (b >= count) return;
+  R* d = reinterpret_cast<R*>(smem_raw) + static_cast<std::size_t>(warp) * 2 * n;
+  R* e = d + n;
+  ChaseState& st = states[b];
+  const int status = st.status;
+  if (status != 0) {
+    if (lane == 0) st.count = 0;
+    if (!Vectors && status == 3)  // non-finite input: NaN eigenvalues for this matrix alone
+      for (int k = lane; k < n; k += 32) w_out[b * n + k] = R(NAN);
+    return;
+  }
+  for (int k = lane; k < n; k += 32) {
+    d[k] = d_all[b * n + k];
+    e[k] = e_all[b * n + k];
+  }
+  __syncwarp();
+  QrState qr = st.qr;
+  QrResult result;
+  long long used = 0;
+  if constexpr (Vectors) {
+    BufferSink<R> sink{rho_all + b * capacity, plane_all + b * capacity, capacity, 0, lane};
+    result = tridiagonal_qr<R, true>(n, d, e, sink, qr, 30L * n);
+    used = sink.used;
+  } else {
+    NullSink<R> sink;
+    result = tridiagonal_qr<R, true>(n, d, e, sink, qr, 30L * n);
+  }
+  __syncwarp();
+  if (result == QrResult::paused && last_round) result = QrResult::no_convergence;
+  for (int k = lane; k < n; k += 32) {
+    d_all[b * n + k] = d[k];
+    e_all[b * n + k] = e[k];
+  }
+  if (lane == 0) {
+    st.qr = qr;
+    st.count = static_cast<int>(used);
+    st.status = result == QrResult::done ? 1 : result == QrResult::paused ? 0 : 2;
+    if (result == QrResult::no_convergence) info[b] = status::no_convergence;
+  }
+  if constexpr (!Vectors) {
+    // Values only: everything ends here. Rank the eigenvalues and write them, unscaled.
+    if (result != QrResult::paused) {
+      const int exponent = exponents[b];
+      for (int i = lane; i < n; i += 32) {
+        const R v = d[i];
+        int rank = 0;
+        for (int j = 0; j < n; ++j) rank += (d[j] < v) || (d[j] == v && j < i);
+        w_out[b * n + rank] = scalbn(v, exponent);
+      }
+    }
+  }
+}
+
+// Applies the round's rotations to rows [chunk·32, chunk·32 + 32) of Z. Z's rows sit in shared
+// memory (lane = row; column j at zs[j·32 + lane]). Records are fetched 32 at a time, one per
+// lane, decoded, and broadcast. In a sweep consecutive planes overlap in one column; that column
+// stays in a register (`carry`), so a rotation costs one shared load and one store.
+template <class R>
+__global__ void apply_kernel(int n, long long count, int chunks, int rows, const ChaseState* states, R* z_all,
+                             const R* rho_all, const std::uint16_t* plane_all, long long capacity, bool first_round) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int lane = threadIdx.x & 31;
+  const int zl = lane < rows ? lane : rows;  // lanes past `rows` work on a padding row nobody reads
+  const long long b = blockIdx.x / chunks;
+  const int chunk = blockIdx.x % chunks;
+  if (b >= count) return;
+  const int records = states[b].count;
+  if (records == 0 && !first_round) return;
+  R* zs = reinterpret_cast<R*>(smem_raw);  // column j of the chunk at zs[j·(rows+1)]
+  const int zld = rows + 1;
+  const int row = chunk * rows + lane;
+  const bool mine = lane < rows && row < n;
+  R* z = z_all + b * static_cast<long long>(n) * n;
+  for (int j = 0; j < n; ++j)
+    zs[j * zld + zl] = first_round ? (row == j ? R(1) : R(0)) : (mine ? z[row + static_cast<long long>(j) * n] : R(0));
+  const R* rho = rho_all + b * capacity;
+  const std::uint16_t* plane = plane_all + b * capacity;
+  for (int base = 0; base < records; base += 32) {
+    const int batch = min(32, records - base);
+    R my_c = 1, my_s = 0;
+    int my_plane = -2;
+    if (lane < batch) {
+      decode_rotation(rho[base + lane], my_c, my_s);
+      my_plane = plane[base + lane];
+    }
+    int carry_col = -1;
+    R carry = 0;
+    for (int t = 0; t < batch; ++t) {
+      const R c = __shfl_sync(0xffffffffu, my_c, t);
+      const R s = __shfl_sync(0xffffffffu, my_s, t);
+      const int j = __shfl_sync(0xffffffffu, my_plane, t);
+      const int next = __shfl_sync(0xffffffffu, my_plane, t + 1 < 32 ? t + 1 : t);
+      const int jn = t + 1 < batch ? next : -2;
+      const R x = carry_col == j ? carry : zs[j * zld + zl];
+      const R y = carry_col == j + 1 ? carry : zs[(j + 1) * zld + zl];
+      const R nx = s * y + c * x;  // new Z(·, j)
+      const R ny = c * y - s * x;  // new Z(·, j+1)
+      if (jn == j - 1) {           // QL sweep continues downwards: column j stays in the register
+        zs[(j + 1) * zld + zl] = ny;
+        carry_col = j;
+        carry = nx;
+      } else if (jn == j + 1) {    // QR sweep continues upwards: column j+1 stays
+        zs[j * zld + zl] = nx;
+        carry_col = j + 1;
+        carry = ny;
+      } else {
+        zs[j * zld + zl] = nx;
+        zs[(j + 1) * zld + zl] = ny;
+        carry_col = -1;
+      }
+    }
+  }
+  if (mine)
+    for (int j = 0; j < n; ++j) z[row + static_cast<long long>(j) * n] = zs[j * zld + zl];
+}
+
+// After the last round (vectors): sort the eigenvalues, write them unscaled, record the column
+// permutation, and form the phases of S. One warp per matrix.
+template <class T>
+__global__ void finalize_kernel(int n, long long count, Work<T> work, sreal_t<T>* w_out, const int* info) {
+  using R = sreal_t<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const long long b = static_cast<long long>(blockIdx.x) * warps + warp;
+  if (b >= count) return;
+  R* w = w_out + b * n;
+  if (info[b] == status::non_finite_input) {
+    for (int k = lane; k < n; k += 32) w[k] = R(NAN);
+    return;
+  }
+  const R* d = work.d + b * n;
+  const int exponent = work.exponent[b];
+  int* perm = work.perm + b * n;
+  for (int i = lane; i < n; i += 32) {
+    const R v = d[i];
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += (d[j] < v) || (d[j] == v && j < i);
+    w[rank] = scalbn(v, exponent);
+    perm[rank] = i;
+  }
+  if (lane == 0) {
+    T* phase = work.phase + b * n;
+    const T* bk = work.b + b * n;
+    T s = from_real<T>(R(1));
+    phase[0] = s;
+    for (int k = 0; k + 1 < n; ++k) {
+      const R mag = sqrt(abs2(bk[k]));
+      if (mag > R(0)) s = s * (bk[k] * (R(1) / mag));
+      phase[k + 1] = s;
+    }
+  }
+}
+
+// V = Q·S·Z·P into A. Block = up to 8 warps over 4 consecutive columns each; 8 lanes per column.
+// W = S·Z·P for those columns lives in shared memory (n × 4·warps); each 8-lane group applies
+// H_k = I − α_k w_k w_kᴴ, k = n−3 … 0, to its column: a dot product over rows k+1..n−1 (two
+// accumulators, 8-lane reduction), then an axpy. Columns are independent: no block barrier between
+// reflectors. Reflectors come through L1 (every group reads the same ones).
+template <class T>
+__global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a_all, long long lda, long long stride,
+                                                                           int n, int panels, Work<T> work,
+                                                                           const int* info) {
+  using R = sreal_t<T>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* W = reinterpret_cast<T*>(smem_raw);
+  const int cols = (blockDim.x >> 5) * kColsPerWarp;
+  const long long b = blockIdx.x / panels;
+  const int c0 = (blockIdx.x % panels) * cols;
+  T* A = a_all + b * stride;
+  const int tid = threadIdx.x;
+  if (info[b] == status::non_finite_input) {
+    for (int c = 0; c < cols && c0 + c < n; ++c)
+      for (int i = tid; i < n; i += blockDim.x) A[i + (c0 + c) * lda] = from_real<T>(R(NAN));
+    return;
+  }
+  const R* z = work.z + b * static_cast<long long>(n) * n;
+  const T* phase = work.phase + b * n;
+  const int* perm = work.perm + b * n;
+  for (int c = 0; c < cols; ++c) {
+    const long long src = c0 + c < n ? perm[c0 + c] : 0;
+    for (int i = tid; i < n; i += blockDim.x)
+      W[i + c * n] = c0 + c < n ? phase[i] * z[i + src * n] : from_real<T>(R(0));
+  }
+  __syncthreads();
+  const int warp = tid >> 5, lane = tid & 31;
+  const int col = warp * kColsPerWarp + (lane >> 3);
+  const int sub = lane & 7;
+  T* wc = W + col * n;
+  const R* alpha = work.alpha + b * n;
+  const T* reflectors = work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2);
+  for (int k = n - 3; k >= 0; --k) {
+    const R alpha_k = alpha[k];
+    if (alpha_k == R(0)) continue;
+    const int m = n - k - 1;
+    const T* w = reflectors + reflector_offset(n, k);
+    T* v = wc + k + 1;
+    T dot0 = from_real<T>(R(0)), dot1 = from_real<T>(R(0));
+    int i = sub;
+    for (; i + 8 < m; i += 16) {
+      dot0 = fma_conj(dot0, w[i], v[i]);
+      dot1 = fma_conj(dot1, w[i + 8], v[i + 8]);
+    }
+    if (i < m) dot0 = fma_conj(dot0, w[i], v[i]);
+    T dot = dot0 + dot1;
+    for (int offset = 4; offset > 0; offset >>= 1) {
+      if constexpr (is_cx<T>) {
+        dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
+        dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
+      } else {
+        dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+      }
+    }
+    const T coef = alpha_k * dot;
+    for (int r = sub; r < m; r += 8) v[r] = v[r] - w[r] * coef;
+  }
+  __syncthreads();
+  for (int c = 0; c < cols && c0 + c < n; ++c)
+    for (int i = tid; i < n; i += blockDim.x) A[i + (c0 + c) * lda] = W[i + c * n];
+}
+
+// ============================================================================================
+// host side
+// ============================================================================================
+
+template <class K>
+void allow_shared(K kernel, std::size_t bytes) {
+  COVFLOW_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+template <class T> constexpr int back_warps(int n) {
+  const auto fit = static_cast<int>(kSmemBudget / (sizeof(T) * kColsPerWarp * std::size_t(n)));
+  return fit < 1 ? 1 : (fit > kMaxBackWarps ? kMaxBackWarps : fit);
+}
+
+// Cluster size for the reduction: the smallest power of two whose share of the triangle fits in
+// shared memory; then, while the batch does not fit on the GPU in one wave, doubled as long as the
+// doubled grid does (a batch of 180 on 132 SMs: two waves of one block per matrix become one wave
+// of two). A saturated GPU gains nothing from more blocks per matrix, only barrier traffic.
+// COVFLOW_HEEV_CLUSTER=c forces c (for measurements).
+template <class T>
+int choose_cluster(int n, long long count, const DeviceInfo& device) {
+  int C = 1;
+  while (C <= kMaxCluster && cluster_smem<T>(n, C) > kSmemBudget) C *= 2;
+  if (C > kMaxCluster || device.cc_major < 9) return 0;  // global-memory reduction
+  static const int forced = [] {
+    const char* text = std::getenv("COVFLOW_HEEV_CLUSTER");
+    return text != nullptr ? std::atoi(text) : 0;
+  }();
+  if (forced > 0 && (forced & (forced - 1)) == 0 && forced <= kMaxCluster && forced >= C) return forced;
+  const std::size_t smem_per_sm = device.shared_memory_per_block + 1024;
+  auto resident = [&](int c) {
+    const long long per_sm = std::max<long long>(1, static_cast<long long>(smem_per_sm / (cluster_smem<T>(n, c) + 1024)));
+    return static_cast<long long>(device.multiprocessors) * std::min<long long>(per_sm, kTridiagThreads == 256 ? 8 : 4);
+  };
+  while (C < 8 && count * C > resident(C) && count * 2 * C <= resident(2 * C)) C *= 2;
+  return C;
+}
+
+}  // namespace
+
+template <class T>
+std::size_t heev_cuda_workspace(std::int64_t n, std::int64_t count, const HeevOptions& options) {
+  if (n <= kSmallMax) return 0;
+  return Layout<device_t<T>>(static_cast<int>(n), count, options.vectors).bytes;
+}
+
+template <class T>
+void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::span<int> info, const HeevOptions& options) {
+  using D = device_t<T>;
+  using R = real_t<T>;
+  context.make_current();
+  const int n = static_cast<int>(a.rows);
+  if (n > 1024) throw InvalidArgument("heev: the CUDA path handles n ≤ 1024 (got " + std::to_string(n) + ")");
+  cudaStream_t stream = context.stream();
+  auto* A = reinterpret_cast<D*>(a.data);
+  const bool upper = options.uplo == Uplo::upper;
+  const long long count = a.count;
+
+  if (n <= kSmallMax) {
+    const auto blocks = static_cast<unsigned>((count + kSmallWarps - 1) / kSmallWarps);
+    if (n <= 16) {
+      const std::size_t smem = sizeof(SmallShared<D, 16>) * kSmallWarps;
+      allow_shared(small_heev_kernel<D, 16>, smem);
+      small_heev_kernel<D, 16><<<blocks, kSmallWarps * 32, smem, stream>>>(A, a.ld, a.stride, n, count, upper,
+                                                                          options.vectors, w.data(), info.data());
+    } else {
+      const std::size_t smem = sizeof(SmallShared<D, 32>) * kSmallWarps;
+      allow_shared(small_heev_kernel<D, 32>, smem);
+      small_heev_kernel<D, 32><<<blocks, kSmallWarps * 32, smem, stream>>>(A, a.ld, a.stride, n, count, upper,
+                                                                          options.vectors, w.data(), info.data());
+    }
+    COVFLOW_CHECK_LAUNCH();
+    return;
+  }
+
+  const Layout<D> layout(n, count, options.vectors);
+  auto* base = static_cast<std::byte*>(context.workspace().acquire(layout.bytes));
+  const Work<D> work = bind(layout, base);
+
+  // 1. reduction to tridiagonal form
+  const int C = choose_cluster<D>(n, count, context.info());
+  if (C > 0) {
+    const std::size_t smem = cluster_smem<D>(n, C);
+    allow_shared(tridiagonalize_kernel<D>, smem);
+    if (C > 8)
+      COVFLOW_CUDA_TRY(cudaFuncSetAttribute(tridiagonalize_kernel<D>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(count * C));
+    config.blockDim = dim3(kTridiagThreads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(C);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    COVFLOW_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, tridiagonalize_kernel<D>, &config));
+    if (clusters < 1)
+      throw Unavailable("heev: the device cannot schedule a cluster of " + std::to_string(C) + " blocks with " +
+                        std::to_string(smem >> 10) + " KiB of shared memory each");
+    COVFLOW_CUDA_TRY(cudaLaunchKernelEx(&config, tridiagonalize_kernel<D>, A, a.ld, a.stride, n, upper, work, info.data()));
+  } else {
+    const std::size_t smem = sizeof(D) * 3 * std::size_t(n) + sizeof(R) * (std::size_t(n) + 32);
+    allow_shared(tridiagonalize_global_kernel<D>, smem);
+    tridiagonalize_global_kernel<D><<<static_cast<unsigned>(count), kTridiagThreads, smem, stream>>>(
+        A, a.ld, a.stride, n, upper, work, info.data());
+  }
+  COVFLOW_CHECK_LAUNCH();
+
+  // 2./3. the QR iteration, in rounds when vectors are wanted
+  constexpr int kChaseWarps = 1;  // a latency-bound warp per matrix; spread them over the SMs
+  const auto chase_blocks = static_cast<unsigned>((count + kChaseWarps - 1) / kChaseWarps);
+  const std::size_t chase_smem = sizeof(R) * 2 * std::size_t(n) * kChaseWarps;
+  if (!options.vectors) {
+    allow_shared(chase_kernel<R, false>, chase_smem);
+    chase_kernel<R, false><<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(
+        n, count, work.state, work.d, work.e, nullptr, nullptr, 0, info.data(), w.data(), work.exponent, true);
+    COVFLOW_CHECK_LAUNCH();
+    return;
+  }
+  allow_shared(chase_kernel<R, true>, chase_smem);
+  const int rows = sizeof(R) * 33 * std::size_t(n) <= kSmemBudget ? 32 : 16;
+  const int chunks = (n + rows - 1) / rows;
+  const std::size_t apply_smem = sizeof(R) * (rows + 1) * std::size_t(n);
+  allow_shared(apply_kernel<R>, apply_smem);
+  for (int round = 0; round < layout.rounds; ++round) {
+    chase_kernel<R, true><<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(
+        n, count, work.state, work.d, work.e, work.rho, work.plane, work.capacity, info.data(), w.data(), work.exponent,
+        round + 1 == layout.rounds);
+    COVFLOW_CHECK_LAUNCH();
+    apply_kernel<R><<<static_cast<unsigned>(count * chunks), 32, apply_smem, stream>>>(
+        n, count, chunks, rows, work.state, work.z, work.rho, work.plane, work.capacity, round == 0);
+    COVFLOW_CHECK_LAUNCH();
+  }
+  finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
+  COVFLOW_CHECK_LAUNCH();
+
+  // 4. back-transform into A
+  const int warps = back_warps<D>(n);
+  const int cols = warps * kColsPerWarp;
+  const int panels = (n + cols - 1) / cols;
+  const std::size_t back_smem = sizeof(D) * std::size_t(n) * cols;
+  allow_shared(back_transform_kernel<D>, back_smem);
+  back_transform_kernel<D><<<static_cast<unsigned>(count * panels), warps * 32, back_smem, stream>>>(
+      A, a.ld, a.stride, n, panels, work, info.data());
+  COVFLOW_CHECK_LAUNCH();
+}
+
+#define COVFLOW_HEEV_CUDA(T)                                                                     \
+  template std::size_t heev_cuda_workspace<T>(std::int64_t, std::int64_t, const HeevOptions&); \
+  template void heev_cuda<T>(CudaContext&, Batch<T>, std::span<real_t<T>>, std::span<int>, const HeevOptions&);
+COVFLOW_HEEV_CUDA(f32)
+COVFLOW_HEEV_CUDA(f64)
+COVFLOW_HEEV_CUDA(cf32)
+COVFLOW_HEEV_CUDA(cf64)
+#undef COVFLOW_HEEV_CUDA
+
+}  // namespace covflow::linalg::detail

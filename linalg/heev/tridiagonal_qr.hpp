@@ -1,0 +1,377 @@
+// The implicit, Wilkinson-shifted QL/QR iteration on a real symmetric tridiagonal matrix, with
+// deflation — shared/papers/batched-hermitian-eigen-radar.txt §3 (3.1 the sweep, 3.2 the shift),
+// organised as LAPACK's ?steqr organises it (QL or QR chosen per block by which end is larger).
+//
+// Written once for host and device: the CUDA producer thread runs exactly this code (heev_cuda.cu),
+// and the tests run it on the CPU against LAPACK. It does not touch eigenvectors; it reports every
+// plane rotation, in the order it must be applied, to a sink: sink(plane, c, s) means
+//   for every row r:  t = Z(r, plane+1);  Z(r, plane+1) = c·t − s·Z(r, plane);  Z(r, plane) = s·t + c·Z(r, plane)
+// (LAPACK's dlasr 'R','V'). A sink may be a no-op (eigenvalues only) or a ring buffer feeding the
+// threads that own rows of Z. Sweeps are announced with sink.begin_sweep(length) before their
+// rotations, so a ring buffer can make room for a whole sweep at once.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+#if defined(__CUDACC__)
+#define COVFLOW_HD __host__ __device__
+#else
+#define COVFLOW_HD
+#endif
+
+namespace covflow::linalg::detail {
+
+template <class R>
+struct Rotation {
+  R c, s, r;
+};
+
+template <class R> COVFLOW_HD inline R sign_of(R magnitude, R sign_source) {
+  return sign_source >= R(0) ? std::fabs(magnitude) : -std::fabs(magnitude);
+}
+
+template <class R> struct Limits {
+  static constexpr R eps = std::numeric_limits<R>::epsilon() / 2;  // LAPACK's 'Epsilon' (relative machine precision)
+  static constexpr R safmin = std::numeric_limits<R>::min();
+};
+
+// A plane rotation with c·f + s·g = r, −s·f + c·g = 0 (LAPACK's dlartg conventions). The data are
+// pre-scaled (heev scales A by a power of two so that max |a_ij| is about 1), so the plain formula
+// is safe; the scaled branch only guards inputs outside [√safmin, √(safmax/2)].
+template <class R>
+COVFLOW_HD inline Rotation<R> make_rotation(R f, R g) {
+  if (g == R(0)) return {R(1), R(0), f};
+  if (f == R(0)) return {R(0), sign_of(R(1), g), std::fabs(g)};
+  const R af = std::fabs(f), ag = std::fabs(g);
+  constexpr R rtmin = sizeof(R) == 8 ? R(1.4916681462400413e-154) : R(1.0842021724855044e-19);  // √safmin
+  constexpr R rtmax = sizeof(R) == 8 ? R(4.740375954054589e+153) : R(6.521908912666392e+18);    // √(safmax/2)
+  if (af > rtmin && af < rtmax && ag > rtmin && ag < rtmax) {
+#if defined(__CUDA_ARCH__)
+    // One reciprocal square root instead of a square root and two divisions: the rotation is the
+    // chase's critical path. c² + s² = 1 to within a few ulp, as with LAPACK's formula.
+    // d = √h = h·t, r = sign(f)·d, c = |f|/d = |f|·t, s = g/r = sign(f)·g·t.
+    const R h = f * f + g * g;
+    const R t = rsqrt(h);
+    return {af * t, (f >= R(0) ? g : -g) * t, std::copysign(h * t, f)};
+#else
+    const R d = std::sqrt(f * f + g * g);
+    const R r = sign_of(d, f);
+    return {af / d, g / r, r};
+#endif
+  }
+  const R u = std::fmax(af, ag);
+  const R fs = f / u, gs = g / u;
+  const R d = std::sqrt(fs * fs + gs * gs);
+  const R r = sign_of(d, f);
+  return {std::fabs(fs) / d, gs / r, r * u};
+}
+
+// Eigen-decomposition of the 2×2 symmetric [[a, b], [b, c]]: rt1 of larger magnitude, rt2, and the
+// rotation (cs, sn) whose first column is rt1's eigenvector (LAPACK's dlaev2).
+template <class R>
+COVFLOW_HD inline void symmetric_2x2(R a, R b, R c, R& rt1, R& rt2, R& cs1, R& sn1) {
+  const R sm = a + c, df = a - c, adf = std::fabs(df), tb = b + b, ab = std::fabs(tb);
+  R acmx = a, acmn = c;
+  if (std::fabs(a) <= std::fabs(c)) {
+    acmx = c;
+    acmn = a;
+  }
+  R rt;
+  if (adf > ab) rt = adf * std::sqrt(R(1) + (ab / adf) * (ab / adf));
+  else if (adf < ab) rt = ab * std::sqrt(R(1) + (adf / ab) * (adf / ab));
+  else rt = ab * std::sqrt(R(2));
+  int sgn1;
+  if (sm < R(0)) {
+    rt1 = R(0.5) * (sm - rt);
+    sgn1 = -1;
+    rt2 = (acmx / rt1) * acmn - (b / rt1) * b;
+  } else if (sm > R(0)) {
+    rt1 = R(0.5) * (sm + rt);
+    sgn1 = 1;
+    rt2 = (acmx / rt1) * acmn - (b / rt1) * b;
+  } else {
+    rt1 = R(0.5) * rt;
+    rt2 = R(-0.5) * rt;
+    sgn1 = 1;
+  }
+  int sgn2;
+  R cs;
+  if (df >= R(0)) {
+    cs = df + rt;
+    sgn2 = 1;
+  } else {
+    cs = df - rt;
+    sgn2 = -1;
+  }
+  if (std::fabs(cs) > ab) {
+    const R ct = -tb / cs;
+    sn1 = R(1) / std::sqrt(R(1) + ct * ct);
+    cs1 = ct * sn1;
+  } else if (ab == R(0)) {
+    cs1 = R(1);
+    sn1 = R(0);
+  } else {
+    const R tn = -cs / tb;
+    cs1 = R(1) / std::sqrt(R(1) + tn * tn);
+    sn1 = tn * cs1;
+  }
+  if (sgn1 == sgn2) {
+    const R tn = cs1;
+    cs1 = -sn1;
+    sn1 = tn;
+  }
+}
+
+// √(x² + 1) without overflow.
+template <class R> COVFLOW_HD inline R hypot1(R x) {
+  const R ax = std::fabs(x);
+  return ax > R(1) ? ax * std::sqrt(R(1) + (R(1) / ax) * (R(1) / ax)) : std::sqrt(R(1) + ax * ax);
+}
+
+// Where a tridiagonal splits. Three scans of the off-diagonal, written once for one thread (host)
+// and once for a warp whose 32 lanes all run the iteration in lockstep (device, kWarp): the warp
+// tests 32 candidates per step and takes the first with a ballot.
+template <class R, bool kWarp>
+struct Deflation {
+  static constexpr R eps = Limits<R>::eps, eps2 = eps * eps, safmin = Limits<R>::safmin;
+
+  // First m ≥ l1 where e[m] is negligible next to √|d[m]|·√|d[m+1]|, or n − 1.
+  COVFLOW_HD static int split(const R* d, const R* e, int l1, int n) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (kWarp) {
+      const int lane = threadIdx.x & 31;
+      for (int base = l1; base < n - 1; base += 32) {
+        const int m = base + lane;
+        bool small = false;
+        if (m < n - 1) {
+          const R tst = std::fabs(e[m]);
+          small = tst == R(0) || tst <= std::sqrt(std::fabs(d[m])) * std::sqrt(std::fabs(d[m + 1])) * eps;
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, small);
+        if (hit) return base + __ffs(hit) - 1;
+      }
+      return n - 1;
+    } else
+#endif
+    {
+      for (int m = l1; m < n - 1; ++m) {
+        const R tst = std::fabs(e[m]);
+        if (tst == R(0) || tst <= std::sqrt(std::fabs(d[m])) * std::sqrt(std::fabs(d[m + 1])) * eps) return m;
+      }
+      return n - 1;
+    }
+  }
+  // QL: first m in [l, lend) with e[m]² ≤ ε²|d[m]||d[m+1]| + safmin, or lend.
+  COVFLOW_HD static int below(const R* d, const R* e, int l, int lend) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (kWarp) {
+      const int lane = threadIdx.x & 31;
+      for (int base = l; base < lend; base += 32) {
+        const int m = base + lane;
+        const bool small = m < lend && e[m] * e[m] <= (eps2 * std::fabs(d[m])) * std::fabs(d[m + 1]) + safmin;
+        const unsigned hit = __ballot_sync(0xffffffffu, small);
+        if (hit) return base + __ffs(hit) - 1;
+      }
+      return lend;
+    } else
+#endif
+    {
+      for (int m = l; m < lend; ++m)
+        if (e[m] * e[m] <= (eps2 * std::fabs(d[m])) * std::fabs(d[m + 1]) + safmin) return m;
+      return lend;
+    }
+  }
+  // QR: first m in (lend, l], descending, with e[m−1]² ≤ ε²|d[m]||d[m−1]| + safmin, or lend.
+  COVFLOW_HD static int above(const R* d, const R* e, int l, int lend) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (kWarp) {
+      const int lane = threadIdx.x & 31;
+      for (int base = l; base > lend; base -= 32) {
+        const int m = base - lane;
+        const bool small = m > lend && e[m - 1] * e[m - 1] <= (eps2 * std::fabs(d[m])) * std::fabs(d[m - 1]) + safmin;
+        const unsigned hit = __ballot_sync(0xffffffffu, small);
+        if (hit) return base - (__ffs(hit) - 1);
+      }
+      return lend;
+    } else
+#endif
+    {
+      for (int m = l; m > lend; --m)
+        if (e[m - 1] * e[m - 1] <= (eps2 * std::fabs(d[m])) * std::fabs(d[m - 1]) + safmin) return m;
+      return lend;
+    }
+  }
+};
+
+// Where the iteration stands, so that it can stop at a sweep boundary (when a sink has no room for
+// the next sweep's rotations) and resume later from exactly there.
+struct QrState {
+  int l1 = 0;       // first row not yet split off
+  int l = 0;        // current unreduced block [l, lend] (QL when lend > l, QR when lend < l)
+  int lend = 0;
+  bool in_block = false;
+  long sweeps = 0;  // sweeps so far (LAPACK allows 30·n)
+};
+
+enum class QrResult { done, paused, no_convergence };
+
+// Diagonalises the symmetric tridiagonal (d[0..n), e[0..n−1)) in place: on `done`, d holds the
+// eigenvalues, unsorted (sorting, and the matching column permutation, is the caller's), and e is
+// destroyed. Before each sweep it asks sink.reserve(length); a sink that answers false stops the
+// iteration (`paused`), and calling again with the same state continues. With kWarp the 32 lanes
+// of a warp run this together (identical arithmetic in every lane; the scans are shared).
+template <class R, bool kWarp = false, class Sink>
+COVFLOW_HD QrResult tridiagonal_qr(int n, R* d, R* e, Sink& sink, QrState& st, long max_sweeps) {
+  using Scan = Deflation<R, kWarp>;
+  for (;;) {
+    if (!st.in_block) {
+      if (st.l1 >= n) return QrResult::done;
+      // Split off an unreduced block [l, lend] at the first negligible off-diagonal.
+      if (st.l1 > 0) e[st.l1 - 1] = R(0);
+      const int m = Scan::split(d, e, st.l1, n);
+      if (m < n - 1) e[m] = R(0);
+      st.l = st.l1;
+      st.lend = m;
+      st.l1 = m + 1;
+      if (st.lend == st.l) continue;
+      // Deflate from the end where the diagonal is smaller in magnitude (QL from the top, QR from
+      // the bottom), as ?steqr does.
+      if (std::fabs(d[st.lend]) < std::fabs(d[st.l])) {
+        const int t = st.l;
+        st.l = st.lend;
+        st.lend = t;
+      }
+      st.in_block = true;
+    }
+    int l = st.l;
+    const int lend = st.lend;
+    if (lend > l) {
+      // QL: chase from the bottom of the block up; eigenvalues converge at the top (d[l]).
+      while (l <= lend) {
+        const int mm = Scan::below(d, e, l, lend);
+        if (mm < lend) e[mm] = R(0);
+        R p = d[l];
+        if (mm == l) {  // d[l] has converged
+          ++l;
+          continue;
+        }
+        if (mm == l + 1) {  // a 2×2 block: solve it directly
+          if (!sink.reserve(1)) {
+            st.l = l;
+            return QrResult::paused;
+          }
+          R rt1, rt2, c, s;
+          symmetric_2x2(d[l], e[l], d[l + 1], rt1, rt2, c, s);
+          sink(l, c, s);
+          d[l] = rt1;
+          d[l + 1] = rt2;
+          e[l] = R(0);
+          l += 2;
+          continue;
+        }
+        if (st.sweeps == max_sweeps) {
+          st.l = l;
+          return QrResult::no_convergence;
+        }
+        if (!sink.reserve(mm - l)) {
+          st.l = l;
+          return QrResult::paused;
+        }
+        ++st.sweeps;
+        // Wilkinson shift from the leading 2×2 (§3.2).
+        R g = (d[l + 1] - p) / (R(2) * e[l]);
+        R r = hypot1(g);
+        g = d[mm] - p + (e[l] / (g + sign_of(r, g)));
+        R s = R(1), c = R(1);
+        p = R(0);
+        R ei = e[mm - 1], di = d[mm - 1], di1 = d[mm];
+        for (int i = mm - 1; i >= l; --i) {
+          // Next iteration's operands are loaded before this one's stores: they are different
+          // elements, and the loads then stay off the chain of dependent arithmetic.
+          const R e_next = i > l ? e[i - 1] : R(0);
+          const R d_next = i > l ? d[i - 1] : R(0);
+          const R f = s * ei, b = c * ei;
+          const Rotation<R> rot = make_rotation(g, f);
+          c = rot.c;
+          s = rot.s;
+          if (i != mm - 1) e[i + 1] = rot.r;
+          g = di1 - p;
+          r = (di - g) * s + R(2) * c * b;
+          p = s * r;
+          d[i + 1] = g + p;
+          g = c * r - b;
+          sink(i, c, -s);
+          ei = e_next;
+          di1 = di;
+          di = d_next;
+        }
+        d[l] -= p;
+        e[l] = g;
+      }
+    } else {
+      // QR: chase from the top of the block down; eigenvalues converge at the bottom (d[l]).
+      while (l >= lend) {
+        const int mm = Scan::above(d, e, l, lend);
+        if (mm > lend) e[mm - 1] = R(0);
+        R p = d[l];
+        if (mm == l) {
+          --l;
+          continue;
+        }
+        if (mm == l - 1) {
+          if (!sink.reserve(1)) {
+            st.l = l;
+            return QrResult::paused;
+          }
+          R rt1, rt2, c, s;
+          symmetric_2x2(d[l - 1], e[l - 1], d[l], rt1, rt2, c, s);
+          sink(l - 1, c, s);
+          d[l - 1] = rt1;
+          d[l] = rt2;
+          e[l - 1] = R(0);
+          l -= 2;
+          continue;
+        }
+        if (st.sweeps == max_sweeps) {
+          st.l = l;
+          return QrResult::no_convergence;
+        }
+        if (!sink.reserve(l - mm)) {
+          st.l = l;
+          return QrResult::paused;
+        }
+        ++st.sweeps;
+        R g = (d[l - 1] - p) / (R(2) * e[l - 1]);
+        R r = hypot1(g);
+        g = d[mm] - p + (e[l - 1] / (g + sign_of(r, g)));
+        R s = R(1), c = R(1);
+        p = R(0);
+        R ei = e[mm], di = d[mm], di1 = d[mm + 1];
+        for (int i = mm; i <= l - 1; ++i) {
+          const R e_next = i + 1 <= l - 1 ? e[i + 1] : R(0);
+          const R d_next = i + 1 <= l - 1 ? d[i + 2] : R(0);
+          const R f = s * ei, b = c * ei;
+          const Rotation<R> rot = make_rotation(g, f);
+          c = rot.c;
+          s = rot.s;
+          if (i != mm) e[i - 1] = rot.r;
+          g = di - p;
+          r = (di1 - g) * s + R(2) * c * b;
+          p = s * r;
+          d[i] = g + p;
+          g = c * r - b;
+          sink(i, c, s);
+          ei = e_next;
+          di = di1;
+          di1 = d_next;
+        }
+        d[l] -= p;
+        e[l - 1] = g;
+      }
+    }
+    st.in_block = false;
+  }
+}
+
+}  // namespace covflow::linalg::detail
