@@ -61,26 +61,46 @@ std::vector<int> all_indices(int count) {
   return out;
 }
 
-// Largest errors seen per spectrum kind, printed at the end of a sweep: how much of the 10·n·ε
-// budget the reference backend uses.
+// Largest errors seen per spectrum kind, with the n where each occurred, printed at the end of a
+// sweep: how much of the 10·n·ε budget the reference backend uses.
 class ErrorTable {
  public:
-  void add(SpectrumKind kind, const EigenErrors& e) {
-    auto [it, fresh] = worst_.try_emplace(kind, e);
-    if (!fresh) it->second = test::max_errors(it->second, e);
+  void add(SpectrumKind kind, int n, const EigenErrors& e) {
+    Row& row = rows_[kind];
+    keep(row.residual, row.residual_n, e.residual, n);
+    keep(row.orthogonality, row.orthogonality_n, e.orthogonality, n);
+    keep(row.values, row.values_n, e.values, n);
+    by_size_[n] = test::max_errors(by_size_[n], e);
   }
   void print(const std::string& title) const {
-    std::printf("[ errors   ] %s — max over the sweep, units of n·ε (tolerance %.0f)\n", title.c_str(),
+    std::printf("[ errors   ] %s — max over the sweep in units of n·ε (tolerance %.0f), at n\n", title.c_str(),
                 test::eigen_tolerance);
-    std::printf("[ errors   ] %-14s %10s %14s %10s\n", "kind", "residual", "orthogonality", "values");
-    for (const auto& [kind, e] : worst_)
-      std::printf("[ errors   ] %-14s %10.4f %14.4f %10.4f\n", test::name(kind).c_str(), e.residual,
-                  e.orthogonality, e.values);
+    std::printf("[ errors   ] %-14s %8s %-7s %8s %-7s %8s\n", "kind", "residual", "", "orth.", "", "values");
+    auto at = [](int n) { return n > 0 ? "n=" + std::to_string(n) : std::string("exact"); };
+    for (const auto& [kind, r] : rows_)
+      std::printf("[ errors   ] %-14s %8.3f %-7s %8.3f %-7s %8.3f %-7s\n", test::name(kind).c_str(), r.residual,
+                  at(r.residual_n).c_str(), r.orthogonality, at(r.orthogonality_n).c_str(), r.values,
+                  at(r.values_n).c_str());
+    std::printf("[ errors   ] %-14s %8s %-7s %8s %-7s %8s\n", "n (all kinds)", "residual", "", "orth.", "", "values");
+    for (const auto& [n, e] : by_size_)
+      std::printf("[ errors   ] %-14d %8.3f %-7s %8.3f %-7s %8.3f\n", n, e.residual, "", e.orthogonality, "", e.values);
     std::fflush(stdout);
   }
 
  private:
-  std::map<SpectrumKind, EigenErrors> worst_;
+  struct Row {
+    double residual = 0, orthogonality = 0, values = 0;
+    int residual_n = 0, orthogonality_n = 0, values_n = 0;
+  };
+  static void keep(double& worst, int& worst_n, double candidate, int n) {
+    if (std::isnan(worst)) return;
+    if (std::isnan(candidate) || candidate > worst) {
+      worst = candidate;
+      worst_n = n;
+    }
+  }
+  std::map<SpectrumKind, Row> rows_;
+  std::map<int, EigenErrors> by_size_;
 };
 
 template <class T>
@@ -115,7 +135,7 @@ TYPED_TEST(HeevCpu, VectorsMatchLapackOnEverySpectrum) {
           if (large && (uplo == Uplo::lower) != (k % 2 == 0)) continue;
           const HeevRun<T> run = run_heev(exec, c, uplo, true);
           const std::vector<int> which = all_indices(count);
-          table.add(c.kind, test::expect_eigen_results(c, run.a.data(), run.w.data(), run.info.data(), which,
+          table.add(c.kind, n, test::expect_eigen_results(c, run.a.data(), run.w.data(), run.info.data(), which,
                                                        "vectors uplo=" + uplo_name(uplo)));
         }
       }
@@ -137,7 +157,7 @@ TYPED_TEST(HeevCpu, ValuesOnlyMatchLapackOnEverySpectrum) {
       const Uplo uplo = (k + n) % 2 == 0 ? Uplo::lower : Uplo::upper;
       const EigenCase<T> c = test::make_eigen_case<T>(kinds[k], n, count, rng);
       const HeevRun<T> run = run_heev(exec, c, uplo, false);
-      table.add(c.kind, test::expect_eigen_results<T>(c, nullptr, run.w.data(), run.info.data(), all_indices(count),
+      table.add(c.kind, n, test::expect_eigen_results<T>(c, nullptr, run.w.data(), run.info.data(), all_indices(count),
                                                       "values-only uplo=" + uplo_name(uplo)));
     }
   }
