@@ -84,38 +84,16 @@ __host__ __device__ inline long long owned_size(int n, int C, int q) {
 
 template <class T>
 std::size_t cluster_smem(int n, int C) {
-  // own columns + w, p partial, q, b (T) + α (R) + 32 partial sums + 8 scalars
+  // own columns + w, p partial, q, b (T) + 8 T scalars + α (R) + 32 partial sums + 8 R scalars
+  // + the owned columns' offsets (int)
   return sizeof(T) * (static_cast<std::size_t>(owned_size(n, C, 0)) + 4 * std::size_t(n) + 8) +
-         sizeof(sreal_t<T>) * (std::size_t(n) + 64);
+         sizeof(sreal_t<T>) * (std::size_t(n) + 40) + sizeof(int) * std::size_t(n);
 }
 
-// ---- Stewart's one-number encoding of a plane rotation ------------------------------------
-// The chase's rotations have c ≥ 0 (dlartg's convention); the 2×2 deflation rotations may not,
-// and are negated to c ≥ 0 first — harmless, because the two columns they touch are final at
-// once, so negating both is choosing the other sign of two eigenvectors.
-template <class R>
-__device__ inline R encode_rotation(R c, R s) {
-  if (c < R(0)) {
-    c = -c;
-    s = -s;
-  }
-  if (c == R(0)) return s >= R(0) ? R(1) : R(-1);
-  if (fabs(s) < c) return s * R(0.5);            // |ρ| < 0.36
-  return (s >= R(0) ? R(2) : R(-2)) / c;         // |ρ| > 2.8
-}
-template <class R>
-__device__ inline void decode_rotation(R rho, R& c, R& s) {
-  if (fabs(rho) < R(1)) {
-    s = R(2) * rho;
-    c = sqrt(R(1) - s * s);
-  } else if (rho == R(1) || rho == R(-1)) {
-    c = R(0);
-    s = rho;
-  } else {
-    c = R(2) / fabs(rho);
-    s = copysign(sqrt(R(1) - c * c), rho);
-  }
-}
+template <class R> struct pair_of;
+template <> struct pair_of<float> { using type = float2; };
+template <> struct pair_of<double> { using type = double2; };
+template <class R> using pair_t = typename pair_of<R>::type;
 
 // ---- workspace ----------------------------------------------------------------------------
 
@@ -135,7 +113,7 @@ struct Layout {
   long long capacity = 0;  // rotations per matrix per round
   int rounds = 0;
   std::size_t off_exponent = 0, off_state = 0, off_d = 0, off_e = 0, off_alpha = 0, off_b = 0, off_phase = 0,
-              off_perm = 0, off_reflectors = 0, off_z = 0, off_rho = 0, off_plane = 0, bytes = 0;
+              off_perm = 0, off_reflectors = 0, off_z = 0, off_cs = 0, off_plane = 0, bytes = 0;
 
   Layout(int n_, long long count_, bool vectors_) : n(n_), count(count_), vectors(vectors_) {
     std::size_t at = 0;
@@ -159,9 +137,9 @@ struct Layout {
       // The rotation buffer takes what is left of twice the input's size (at least 2n rotations).
       const double n2 = double(n) * n;
       const double left = 2.0 * n2 * sizeof(T) * 0.95 - n2 * sizeof(R) - n2 / 2 * sizeof(T) - 8.0 * n * sizeof(T);
-      capacity = std::max<long long>(2LL * n, static_cast<long long>(std::min(left / (sizeof(R) + 2), 2.0 * n2)));
+      capacity = std::max<long long>(2LL * n, static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)));
       rounds = static_cast<int>((6.0 * n2 + capacity - 1) / capacity) + 1;
-      off_rho = take(sizeof(R) * static_cast<std::size_t>(count) * capacity);
+      off_cs = take(2 * sizeof(R) * static_cast<std::size_t>(count) * capacity);
       off_plane = take(sizeof(std::uint16_t) * static_cast<std::size_t>(count) * capacity);
     }
     bytes = at;
@@ -181,7 +159,7 @@ struct Work {
   int* perm = nullptr;
   T* reflectors = nullptr;
   R* z = nullptr;
-  R* rho = nullptr;
+  pair_t<R>* cs = nullptr;  // rotations (c, s) of the current round
   std::uint16_t* plane = nullptr;
   long long capacity = 0;
 };
@@ -201,7 +179,7 @@ Work<T> bind(const Layout<T>& layout, std::byte* base) {
     w.perm = reinterpret_cast<int*>(base + layout.off_perm);
     w.reflectors = reinterpret_cast<T*>(base + layout.off_reflectors);
     w.z = reinterpret_cast<R*>(base + layout.off_z);
-    w.rho = reinterpret_cast<R*>(base + layout.off_rho);
+    w.cs = reinterpret_cast<pair_t<R>*>(base + layout.off_cs);
     w.plane = reinterpret_cast<std::uint16_t*>(base + layout.off_plane);
     w.capacity = layout.capacity;
   }
@@ -440,34 +418,38 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, warps = nt >> 5;
   T* A = a_all + b * stride;
 
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* own = reinterpret_cast<T*>(smem_raw);
   // Every block lays its shared memory out identically (own columns sized for block 0, the
   // largest share), so that map_shared_rank() finds a buffer at the same offset in each.
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* own = reinterpret_cast<T*>(smem_raw);
   T* wv = own + owned_size(n, C, 0);  // w of the current column (every block holds a copy)
   T* part = wv + n;                   // this block's partial of A₂₂w
   T* pv = part + n;                   // p, then q
   T* bsh = pv + n;                    // b_k of the columns this block owns
-  T* scal = bsh + n;                  // [0] w1, [1] (α, finite flag, max) exchanged through DSMEM
+  T* scal = bsh + n;
   R* alpha_sh = reinterpret_cast<R*>(scal + 8);
   R* rsum = alpha_sh + n;
-  R* rscal = rsum + 32;  // [0] α, [1] local max, [2] local finite
-
-  auto own_at = [&](int i, int j) -> T& {  // (i, j), i ≥ j, j owned by this block
-    return own[owned_offset(n, C, q, (j - q) / C) + (i - j)];
-  };
+  R* rscal = rsum + 32;  // [0] α, [1] local max, [2] local finite, [3] ‖x‖² of the next column
+  int* coff = reinterpret_cast<int*>(rscal + 8);  // offset of the t-th owned column
+  const int owned = owned_columns(n, C, q);
+  for (int t = tid; t < owned; t += nt) coff[t] = static_cast<int>(owned_offset(n, C, q, t));
+  __syncthreads();
+  // Element (i, j) of an owned column j = q + tC, i ≥ j.
+  auto at = [&](int i, int t, int j) -> T& { return own[coff[t] + (i - j)]; };
 
   // Load this block's columns of the read triangle; the cluster agrees on finiteness and the scale.
   bool finite = true;
   R amax = 0;
-  for (int j = q; j < n; j += C)
+  for (int t = 0; t < owned; ++t) {
+    const int j = q + t * C;
     for (int i = j + tid; i < n; i += nt) {
       T v = upper ? conj_of(A[j + i * lda]) : A[i + j * lda];
       if (i == j) v = from_real<T>(real_part(v));
       finite = finite && is_finite(v);
       amax = fmax(amax, sqrt(abs2(v)));
-      own_at(i, j) = v;
+      at(i, t, j) = v;
     }
+  }
   finite = __syncthreads_and(finite);
   amax = warp_max(amax);
   if (lane == 0) rsum[warp] = amax;
@@ -501,29 +483,36 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
     for (long long x = tid; x < owned_size(n, C, q); x += nt) own[x] = own[x] * scale;
   }
   __syncthreads();
+  // ‖x‖² of column 0 below the diagonal (later columns get theirs from the rank-2 update).
+  if (q == 0) {
+    R part_norm = 0;
+    for (int i = 1 + tid; i < n; i += nt) part_norm += abs2(at(i, 0, 0));
+    const R sigma2 = block_sum(part_norm, rsum);
+    if (tid == 0) rscal[3] = sigma2;
+  }
 
   T* reflectors = work.reflectors != nullptr ? work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2) : nullptr;
   for (int k = 0; k + 1 < n; ++k) {
     const int m = n - k - 1;
     const int owner = k % C;
+    // Owned columns after k: j0 = q + t0·C is the first.
+    const int j0 = k + 1 + ((q - (k + 1)) % C + C) % C;
+    const int t0 = (j0 - q) / C;
     if (q == owner) {
-      // The column below the diagonal is x; form w in place and keep a copy in wv.
-      R part_norm = 0;
-      for (int i = k + 1 + tid; i < n; i += nt) part_norm += abs2(own_at(i, k));
-      const R sigma2 = block_sum(part_norm, rsum);
+      const int tk = (k - q) / C;
       if (tid == 0) {
         T bk, w1;
         R alpha;
-        householder(own_at(k + 1, k), sigma2, k + 2 == n, bk, w1, alpha);
+        householder(at(k + 1, tk, k), rscal[3], k + 2 == n, bk, w1, alpha);
         bsh[k] = bk;
         alpha_sh[k] = alpha;
         rscal[0] = alpha;
-        own_at(k + 1, k) = w1;
+        at(k + 1, tk, k) = w1;
       }
       __syncthreads();
       if (rscal[0] != R(0))
         for (int i = tid; i < m; i += nt) {
-          const T wi = own_at(k + 1 + i, k);
+          const T wi = at(k + 1 + i, tk, k);
           wv[i] = wi;
           if (reflectors != nullptr) reflectors[reflector_offset(n, k) + i] = wi;
         }
@@ -531,6 +520,13 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
     cluster.sync();  // S1: the owner's w and α are ready
     const R alpha = q == owner ? rscal[0] : cluster.map_shared_rank(rscal, owner)[0];
     if (alpha == R(0)) {
+      // Nothing to annihilate; the next column's norm still has to be measured.
+      if (owned > 0 && k + 1 < n - 1 && (k + 1) % C == q) {
+        R part_norm = 0;
+        for (int i = k + 2 + tid; i < n; i += nt) part_norm += abs2(at(i, (k + 1 - q) / C, k + 1));
+        const R sigma2 = block_sum(part_norm, rsum);
+        if (tid == 0) rscal[3] = sigma2;
+      }
       cluster.sync();  // keep the step's barrier count the same in every block
       continue;
     }
@@ -539,27 +535,58 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
       for (int i = tid; i < m; i += nt) wv[i] = remote_w[i];
       __syncthreads();
     }
-    // Partial p = A₂₂w over this block's columns j > k. Row part: thread per row i, walking the
-    // owned columns j ≤ i (lanes read consecutive rows of one column: no bank conflicts).
-    const int j0 = k + 1 + ((q - (k + 1)) % C + C) % C;  // first owned column > k
+    // Partial p = A₂₂w. Row part: a thread per row i walks the owned columns j ≤ i (the lanes of a
+    // warp read consecutive rows of one column: no bank conflicts). With C = 1 the same thread
+    // also walks its own column below the diagonal — the row has i−k elements to the left and
+    // n−1−i below, m in all, the same for every thread.
     for (int i = k + 1 + tid; i < n; i += nt) {
       T acc0 = from_real<T>(R(0)), acc1 = from_real<T>(R(0));
-      int j = j0;
-      for (; j + C <= i; j += 2 * C) {
-        acc0 = fma_(acc0, own_at(i, j), wv[j - k - 1]);
-        acc1 = fma_(acc1, own_at(i, j + C), wv[j + C - k - 1]);
+      int t = t0, j = j0;
+      for (; j + C <= i; j += 2 * C, t += 2) {
+        acc0 = fma_(acc0, at(i, t, j), wv[j - k - 1]);
+        acc1 = fma_(acc1, at(i, t + 1, j + C), wv[j + C - k - 1]);
       }
-      if (j <= i) acc0 = fma_(acc0, own_at(i, j), wv[j - k - 1]);
+      if (j <= i) acc0 = fma_(acc0, at(i, t, j), wv[j - k - 1]);
+      if (C == 1) {
+        const T* col = own + coff[i] - i;  // (jj, i) at col[jj]
+        int jj = i + 1;
+        for (; jj + 1 < n; jj += 2) {
+          acc0 = fma_conj(acc0, col[jj], wv[jj - k - 1]);
+          acc1 = fma_conj(acc1, col[jj + 1], wv[jj + 1 - k - 1]);
+        }
+        if (jj < n) acc0 = fma_conj(acc0, col[jj], wv[jj - k - 1]);
+      }
       part[i - k - 1] = acc0 + acc1;
     }
-    __syncthreads();
-    // Column part: for each owned column i > k, Σ_{j>i} conj(A(j,i)) w_j — a warp per column.
-    for (int i = j0 + warp * C; i < n; i += warps * C) {
-      T acc = from_real<T>(R(0));
-      const T* col = &own_at(i, i);
-      for (int j = i + 1 + lane; j < n; j += 32) acc = fma_conj(acc, col[j - i], wv[j - k - 1]);
-      acc = warp_sum(acc);
-      if (lane == 0) part[i - k - 1] += acc;
+    if (C > 1) {
+      __syncthreads();
+      // Column part, C > 1: Σ_{j>i} conj(A(j,i)) w_j for each owned column i > k, by a group of G
+      // lanes (G·columns ≤ threads), reduced with log₂G shuffles.
+      const int columns = owned - t0;
+      int G = 32;
+      while (G > 1 && G * columns > nt) G >>= 1;
+      const int lg = __ffs(G) - 1;
+      for (int base = warp * 32; base < columns * G; base += nt) {
+        const int idx = base + lane;
+        const int cl = idx >> lg, seg = idx & (G - 1);
+        T acc = from_real<T>(R(0));
+        int i = -1;
+        if (cl < columns) {
+          const int t = t0 + cl;
+          i = q + t * C;
+          const T* col = own + coff[t] - i;
+          for (int jj = i + 1 + seg; jj < n; jj += G) acc = fma_conj(acc, col[jj], wv[jj - k - 1]);
+        }
+        for (int offset = G >> 1; offset > 0; offset >>= 1) {
+          if constexpr (is_cx<T>) {
+            acc.x += __shfl_xor_sync(0xffffffffu, acc.x, offset);
+            acc.y += __shfl_xor_sync(0xffffffffu, acc.y, offset);
+          } else {
+            acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+          }
+        }
+        if (i >= 0 && seg == 0) part[i - k - 1] += acc;
+      }
     }
     cluster.sync();  // S2: every block's partial is complete
     R dot = 0;
@@ -573,13 +600,22 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
     const R K = alpha / R(2) * block_sum(dot, rsum);
     for (int i = tid; i < m; i += nt) pv[i] = pv[i] - K * wv[i];
     __syncthreads();
-    // A₂₂ −= w qᴴ + q wᴴ on the owned columns: a warp per column, lanes down the rows.
-    for (int j = j0 + warp * C; j < n; j += warps * C) {
+    // A₂₂ −= w qᴴ + q wᴴ on the owned columns: a warp per column, lanes down the rows. The warp
+    // that updates column k+1 also measures it below the diagonal, for the next step's reflector.
+    for (int t = t0 + warp; t < owned; t += warps) {
+      const int j = q + t * C;
       const T wj = wv[j - k - 1], qj = pv[j - k - 1];
-      T* col = &own_at(j, j);
+      T* col = own + coff[t] - j;  // (i, j) at col[i]
+      R norm = 0;
       for (int i = j + lane; i < n; i += 32) {
         const T wi = wv[i - k - 1], qi = pv[i - k - 1];
-        col[i - j] = col[i - j] - (wi * conj_of(qj) + qi * conj_of(wj));
+        const T v = col[i] - (wi * conj_of(qj) + qi * conj_of(wj));
+        col[i] = v;
+        if (i > j) norm += abs2(v);
+      }
+      if (j == k + 1) {
+        norm = warp_sum(norm);
+        if (lane == 0) rscal[3] = norm;
       }
     }
     __syncthreads();
@@ -589,8 +625,9 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
   R* e = work.e + b * n;
   R* alpha_out = work.alpha + b * n;
   T* b_out = work.b + b * n;
-  for (int k = q + tid * C; k < n; k += nt * C) {
-    d[k] = real_part(own_at(k, k));
+  for (int t = tid; t < owned; t += nt) {
+    const int k = q + t * C;
+    d[k] = real_part(at(k, t, k));
     if (k + 1 < n) {
       e[k] = sqrt(abs2(bsh[k]));
       alpha_out[k] = alpha_sh[k];
@@ -727,7 +764,7 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(
 // Lane 0 stores rotations; every lane keeps the count so that reserve() agrees across the warp.
 template <class R>
 struct BufferSink {
-  R* rho;
+  pair_t<R>* cs;
   std::uint16_t* plane;
   long long capacity;
   long long used = 0;
@@ -735,7 +772,7 @@ struct BufferSink {
   __device__ bool reserve(int length) { return used + length <= capacity; }
   __device__ void operator()(int j, R c, R s) {
     if (lane == 0) {
-      rho[used] = encode_rotation(c, s);
+      cs[used] = pair_t<R>{c, s};
       plane[used] = static_cast<std::uint16_t>(j);
     }
     ++used;
@@ -744,7 +781,7 @@ struct BufferSink {
 
 // One warp per matrix. d and e live in shared memory for the round and go back to the workspace.
 template <class R, bool Vectors>
-__global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, R* rho_all,
+__global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, pair_t<R>* cs_all,
                              std::uint16_t* plane_all, long long capacity, int* info, R* w_out, const int* exponents,
                              bool last_round) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -770,7 +807,7 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
   QrResult result;
   long long used = 0;
   if constexpr (Vectors) {
-    BufferSink<R> sink{rho_all + b * capacity, plane_all + b * capacity, capacity, 0, lane};
+    BufferSink<R> sink{cs_all + b * capacity, plane_all + b * capacity, capacity, 0, lane};
     result = tridiagonal_qr<R, true>(n, d, e, sink, qr, 30L * n);
     used = sink.used;
   } else {
@@ -803,63 +840,66 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
   }
 }
 
-// Applies the round's rotations to rows [chunk·32, chunk·32 + 32) of Z. Z's rows sit in shared
-// memory (lane = row; column j at zs[j·32 + lane]). Records are fetched 32 at a time, one per
-// lane, decoded, and broadcast. In a sweep consecutive planes overlap in one column; that column
-// stays in a register (`carry`), so a rotation costs one shared load and one store.
+// Applies the round's rotations to `rows` rows of Z (one warp per block; lane = row; Z's rows sit
+// in shared memory, column j at zs[j·(rows+1)]). Records are staged 32 at a time in shared memory
+// and read back as broadcasts. In a sweep consecutive planes share a column; that column stays in
+// a register (`carry`), so a rotation normally costs one shared store, and the loop body is branch
+// free: both operands are loaded, the carried one is selected, the store of the kept one is
+// predicated off.
 template <class R>
 __global__ void apply_kernel(int n, long long count, int chunks, int rows, const ChaseState* states, R* z_all,
-                             const R* rho_all, const std::uint16_t* plane_all, long long capacity, bool first_round) {
+                             const pair_t<R>* cs_all, const std::uint16_t* plane_all, long long capacity,
+                             bool first_round) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ R stage_c[32], stage_s[32];
+  __shared__ int stage_j[33];
   const int lane = threadIdx.x & 31;
-  const int zl = lane < rows ? lane : rows;  // lanes past `rows` work on a padding row nobody reads
   const long long b = blockIdx.x / chunks;
   const int chunk = blockIdx.x % chunks;
   if (b >= count) return;
   const int records = states[b].count;
   if (records == 0 && !first_round) return;
-  R* zs = reinterpret_cast<R*>(smem_raw);  // column j of the chunk at zs[j·(rows+1)]
+  R* zs = reinterpret_cast<R*>(smem_raw);
   const int zld = rows + 1;
+  const int zl = lane < rows ? lane : rows;  // lanes past `rows` work on the padding row nobody reads
   const int row = chunk * rows + lane;
   const bool mine = lane < rows && row < n;
   R* z = z_all + b * static_cast<long long>(n) * n;
   for (int j = 0; j < n; ++j)
     zs[j * zld + zl] = first_round ? (row == j ? R(1) : R(0)) : (mine ? z[row + static_cast<long long>(j) * n] : R(0));
-  const R* rho = rho_all + b * capacity;
+  const pair_t<R>* cs = cs_all + b * capacity;
   const std::uint16_t* plane = plane_all + b * capacity;
+  if (lane == 0) stage_j[32] = -2;
+  int carry_col = -1;
+  R carry = 0;
   for (int base = 0; base < records; base += 32) {
     const int batch = min(32, records - base);
-    R my_c = 1, my_s = 0;
-    int my_plane = -2;
+    __syncwarp();
     if (lane < batch) {
-      decode_rotation(rho[base + lane], my_c, my_s);
-      my_plane = plane[base + lane];
+      const pair_t<R> rot = cs[base + lane];
+      stage_c[lane] = rot.x;
+      stage_s[lane] = rot.y;
+      stage_j[lane] = plane[base + lane];
+    } else {
+      stage_j[lane] = -2;
     }
-    int carry_col = -1;
-    R carry = 0;
+    __syncwarp();
+#pragma unroll 4
     for (int t = 0; t < batch; ++t) {
-      const R c = __shfl_sync(0xffffffffu, my_c, t);
-      const R s = __shfl_sync(0xffffffffu, my_s, t);
-      const int j = __shfl_sync(0xffffffffu, my_plane, t);
-      const int next = __shfl_sync(0xffffffffu, my_plane, t + 1 < 32 ? t + 1 : t);
-      const int jn = t + 1 < batch ? next : -2;
-      const R x = carry_col == j ? carry : zs[j * zld + zl];
-      const R y = carry_col == j + 1 ? carry : zs[(j + 1) * zld + zl];
+      const R c = stage_c[t], s = stage_s[t];
+      const int j = stage_j[t], jn = stage_j[t + 1];
+      R* zj = zs + j * zld + zl;
+      R* zj1 = zj + zld;
+      const R x = carry_col == j ? carry : *zj;
+      const R y = carry_col == j + 1 ? carry : *zj1;
       const R nx = s * y + c * x;  // new Z(·, j)
       const R ny = c * y - s * x;  // new Z(·, j+1)
-      if (jn == j - 1) {           // QL sweep continues downwards: column j stays in the register
-        zs[(j + 1) * zld + zl] = ny;
-        carry_col = j;
-        carry = nx;
-      } else if (jn == j + 1) {    // QR sweep continues upwards: column j+1 stays
-        zs[j * zld + zl] = nx;
-        carry_col = j + 1;
-        carry = ny;
-      } else {
-        zs[j * zld + zl] = nx;
-        zs[(j + 1) * zld + zl] = ny;
-        carry_col = -1;
-      }
+      const bool keep_x = jn == j - 1;  // a QL sweep continues downwards: column j stays in the register
+      const bool keep_y = jn == j + 1;  // a QR sweep continues upwards: column j+1 stays
+      if (!keep_x) *zj = nx;
+      if (!keep_y) *zj1 = ny;
+      carry = keep_x ? nx : ny;
+      carry_col = keep_x ? j : (keep_y ? j + 1 : -1);
     }
   }
   if (mine)
@@ -903,18 +943,23 @@ __global__ void finalize_kernel(int n, long long count, Work<T> work, sreal_t<T>
 }
 
 // V = Q·S·Z·P into A. Block = up to 8 warps over 4 consecutive columns each; 8 lanes per column.
-// W = S·Z·P for those columns lives in shared memory (n × 4·warps); each 8-lane group applies
+// W = S·Z·P for those columns lives in shared memory (n × 4·warps). Reflectors are brought in
+// kReflectorChunk at a time by the whole block (coalesced), then each 8-lane group applies
 // H_k = I − α_k w_k w_kᴴ, k = n−3 … 0, to its column: a dot product over rows k+1..n−1 (two
-// accumulators, 8-lane reduction), then an axpy. Columns are independent: no block barrier between
-// reflectors. Reflectors come through L1 (every group reads the same ones).
+// accumulators, 8-lane reduction), then an axpy. Columns are independent: the only barriers are
+// around the chunk loads.
+constexpr int kReflectorChunk = 8;
+
 template <class T>
 __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a_all, long long lda, long long stride,
                                                                            int n, int panels, Work<T> work,
                                                                            const int* info) {
   using R = sreal_t<T>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* W = reinterpret_cast<T*>(smem_raw);
   const int cols = (blockDim.x >> 5) * kColsPerWarp;
+  T* W = reinterpret_cast<T*>(smem_raw);
+  T* stage = W + static_cast<std::size_t>(n) * cols;  // kReflectorChunk reflectors, n each
+  __shared__ R stage_alpha[kReflectorChunk];
   const long long b = blockIdx.x / panels;
   const int c0 = (blockIdx.x % panels) * cols;
   T* A = a_all + b * stride;
@@ -932,37 +977,48 @@ __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a
     for (int i = tid; i < n; i += blockDim.x)
       W[i + c * n] = c0 + c < n ? phase[i] * z[i + src * n] : from_real<T>(R(0));
   }
-  __syncthreads();
   const int warp = tid >> 5, lane = tid & 31;
   const int col = warp * kColsPerWarp + (lane >> 3);
   const int sub = lane & 7;
   T* wc = W + col * n;
   const R* alpha = work.alpha + b * n;
   const T* reflectors = work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2);
-  for (int k = n - 3; k >= 0; --k) {
-    const R alpha_k = alpha[k];
-    if (alpha_k == R(0)) continue;
-    const int m = n - k - 1;
-    const T* w = reflectors + reflector_offset(n, k);
-    T* v = wc + k + 1;
-    T dot0 = from_real<T>(R(0)), dot1 = from_real<T>(R(0));
-    int i = sub;
-    for (; i + 8 < m; i += 16) {
-      dot0 = fma_conj(dot0, w[i], v[i]);
-      dot1 = fma_conj(dot1, w[i + 8], v[i + 8]);
+  for (int top = n - 3; top >= 0; top -= kReflectorChunk) {
+    const int bottom = max(0, top - kReflectorChunk + 1);
+    __syncthreads();  // the previous chunk is done (and, the first time, W is loaded)
+    for (int k = top; k >= bottom; --k) {
+      const int m = n - k - 1;
+      const T* src = reflectors + reflector_offset(n, k);
+      T* dst = stage + (top - k) * n;
+      for (int i = tid; i < m; i += blockDim.x) dst[i] = src[i];
+      if (tid == 0) stage_alpha[top - k] = alpha[k];
     }
-    if (i < m) dot0 = fma_conj(dot0, w[i], v[i]);
-    T dot = dot0 + dot1;
-    for (int offset = 4; offset > 0; offset >>= 1) {
-      if constexpr (is_cx<T>) {
-        dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
-        dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
-      } else {
-        dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    __syncthreads();
+    for (int k = top; k >= bottom; --k) {
+      const R alpha_k = stage_alpha[top - k];
+      if (alpha_k == R(0)) continue;
+      const int m = n - k - 1;
+      const T* w = stage + (top - k) * n;
+      T* v = wc + k + 1;
+      T dot0 = from_real<T>(R(0)), dot1 = from_real<T>(R(0));
+      int i = sub;
+      for (; i + 8 < m; i += 16) {
+        dot0 = fma_conj(dot0, w[i], v[i]);
+        dot1 = fma_conj(dot1, w[i + 8], v[i + 8]);
       }
+      if (i < m) dot0 = fma_conj(dot0, w[i], v[i]);
+      T dot = dot0 + dot1;
+      for (int offset = 4; offset > 0; offset >>= 1) {
+        if constexpr (is_cx<T>) {
+          dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
+          dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
+        } else {
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        }
+      }
+      const T coef = alpha_k * dot;
+      for (int r = sub; r < m; r += 8) v[r] = v[r] - w[r] * coef;
     }
-    const T coef = alpha_k * dot;
-    for (int r = sub; r < m; r += 8) v[r] = v[r] - w[r] * coef;
   }
   __syncthreads();
   for (int c = 0; c < cols && c0 + c < n; ++c)
@@ -979,7 +1035,8 @@ void allow_shared(K kernel, std::size_t bytes) {
 }
 
 template <class T> constexpr int back_warps(int n) {
-  const auto fit = static_cast<int>(kSmemBudget / (sizeof(T) * kColsPerWarp * std::size_t(n)));
+  const std::size_t stage = sizeof(T) * kReflectorChunk * std::size_t(n);
+  const auto fit = static_cast<int>((kSmemBudget - stage) / (sizeof(T) * kColsPerWarp * std::size_t(n)));
   return fit < 1 ? 1 : (fit > kMaxBackWarps ? kMaxBackWarps : fit);
 }
 
@@ -1099,11 +1156,11 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   allow_shared(apply_kernel<R>, apply_smem);
   for (int round = 0; round < layout.rounds; ++round) {
     chase_kernel<R, true><<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(
-        n, count, work.state, work.d, work.e, work.rho, work.plane, work.capacity, info.data(), w.data(), work.exponent,
+        n, count, work.state, work.d, work.e, work.cs, work.plane, work.capacity, info.data(), w.data(), work.exponent,
         round + 1 == layout.rounds);
     COVFLOW_CHECK_LAUNCH();
     apply_kernel<R><<<static_cast<unsigned>(count * chunks), 32, apply_smem, stream>>>(
-        n, count, chunks, rows, work.state, work.z, work.rho, work.plane, work.capacity, round == 0);
+        n, count, chunks, rows, work.state, work.z, work.cs, work.plane, work.capacity, round == 0);
     COVFLOW_CHECK_LAUNCH();
   }
   finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
@@ -1113,7 +1170,7 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   const int warps = back_warps<D>(n);
   const int cols = warps * kColsPerWarp;
   const int panels = (n + cols - 1) / cols;
-  const std::size_t back_smem = sizeof(D) * std::size_t(n) * cols;
+  const std::size_t back_smem = sizeof(D) * std::size_t(n) * (cols + kReflectorChunk);
   allow_shared(back_transform_kernel<D>, back_smem);
   back_transform_kernel<D><<<static_cast<unsigned>(count * panels), warps * 32, back_smem, stream>>>(
       A, a.ld, a.stride, n, panels, work, info.data());

@@ -67,6 +67,86 @@ COVFLOW_HD inline Rotation<R> make_rotation(R f, R g) {
   return {std::fabs(fs) / d, gs / r, r * u};
 }
 
+
+// 1/h and 1/√h. On the device, for h well inside float's range, from a single-precision seed
+// refined by two Newton steps (2⁻²³ → 2⁻⁴⁶ → rounding), which is shorter than the IEEE routines'
+// latency; elsewhere, and always on the host, the plain operations.
+template <class R> COVFLOW_HD inline R reciprocal(R h) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(R) == 8) {
+    if (h > R(1e-36) && h < R(1e36)) {
+      double y = static_cast<double>(__frcp_rn(static_cast<float>(h)));
+      y = fma(y, fma(-h, y, 1.0), y);
+      return fma(y, fma(-h, y, 1.0), y);
+    }
+  }
+#endif
+  return R(1) / h;
+}
+template <class R> COVFLOW_HD inline R reciprocal_sqrt(R h) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(R) == 8) {
+    if (h > R(1e-36) && h < R(1e36)) {
+      double y = static_cast<double>(rsqrtf(static_cast<float>(h)));
+      y = fma(0.5 * y, fma(-h * y, y, 1.0), y);
+      return fma(0.5 * y, fma(-h * y, y, 1.0), y);
+    }
+    return rsqrt(h);
+  } else {
+    return rsqrtf(h);
+  }
+#else
+  return R(1) / std::sqrt(h);
+#endif
+}
+
+// One step of an implicit QL/QR sweep (the body of ?steqr's inner loop), rearranged so that the
+// chain from one step to the next is short. With h = g² + f², t = 1/√h, σ = sign(g), the rotation
+// is c = |g|t, s = σft, r = σ√h, and with X = (d_near − (d_far − p))·σf + 2|g|b:
+//   p' = s·(tX) = σfX/h,   g' = c·(tX) − b = |g|X/h − b,
+// and the next step's f = s·e_next, b = c·e_next, so h' = g'² + (f·e_next)²/h. The next h thus
+// waits only on 1/h (one reciprocal) and two fused multiply-adds; t, c, s, f', b' are off that
+// chain. Outside the range where the squares are safe, the textbook formulas (dlartg) are used.
+template <class R>
+struct SweepStep {
+  R c, s, r;   // the rotation (r: the new off-diagonal element it leaves behind)
+  R g, p;      // the sweep's running values after the step
+  R f, b;      // f and b of the next step
+  R d_far;     // new value of the diagonal element the sweep moves away from
+};
+template <class R>
+COVFLOW_HD inline SweepStep<R> sweep_step(R g, R f, R b, R p, R d_near, R d_far, R e_next) {
+  SweepStep<R> out;
+  const R h = g * g + f * f;
+  constexpr R lo = sizeof(R) == 8 ? R(1e-280) : R(1e-34);
+  constexpr R hi = sizeof(R) == 8 ? R(1e280) : R(1e34);
+  const R g2 = d_far - p;
+  if (h > lo && h < hi) {
+    const R inv = reciprocal(h);
+    const R t = reciprocal_sqrt(h);
+    const R ag = std::fabs(g);
+    const R sf = g >= R(0) ? f : -f;
+    const R X = (d_near - g2) * sf + R(2) * ag * b;
+    out.p = sf * X * inv;
+    out.g = ag * X * inv - b;
+    out.c = ag * t;
+    out.s = sf * t;
+    out.r = g >= R(0) ? h * t : -(h * t);
+  } else {
+    const Rotation<R> rot = make_rotation(g, f);
+    const R r = (d_near - g2) * rot.s + R(2) * rot.c * b;
+    out.p = rot.s * r;
+    out.g = rot.c * r - b;
+    out.c = rot.c;
+    out.s = rot.s;
+    out.r = rot.r;
+  }
+  out.d_far = g2 + out.p;
+  out.f = out.s * e_next;
+  out.b = out.c * e_next;
+  return out;
+}
+
 // Eigen-decomposition of the 2×2 symmetric [[a, b], [b, c]]: rt1 of larger magnitude, rt2, and the
 // rotation (cs, sn) whose first column is rt1's eigenvector (LAPACK's dlaev2).
 template <class R>
@@ -283,26 +363,23 @@ COVFLOW_HD QrResult tridiagonal_qr(int n, R* d, R* e, Sink& sink, QrState& st, l
         R g = (d[l + 1] - p) / (R(2) * e[l]);
         R r = hypot1(g);
         g = d[mm] - p + (e[l] / (g + sign_of(r, g)));
-        R s = R(1), c = R(1);
+        // f and b start at e[mm−1] (s = c = 1 before the first rotation).
+        R f = e[mm - 1], b = f;
         p = R(0);
-        R ei = e[mm - 1], di = d[mm - 1], di1 = d[mm];
+        R di = d[mm - 1], di1 = d[mm];
         for (int i = mm - 1; i >= l; --i) {
-          // Next iteration's operands are loaded before this one's stores: they are different
-          // elements, and the loads then stay off the chain of dependent arithmetic.
+          // The next step's operands are loaded before this step's stores: different elements,
+          // and the loads then stay off the chain of dependent arithmetic.
           const R e_next = i > l ? e[i - 1] : R(0);
           const R d_next = i > l ? d[i - 1] : R(0);
-          const R f = s * ei, b = c * ei;
-          const Rotation<R> rot = make_rotation(g, f);
-          c = rot.c;
-          s = rot.s;
-          if (i != mm - 1) e[i + 1] = rot.r;
-          g = di1 - p;
-          r = (di - g) * s + R(2) * c * b;
-          p = s * r;
-          d[i + 1] = g + p;
-          g = c * r - b;
-          sink(i, c, -s);
-          ei = e_next;
+          const SweepStep<R> step = sweep_step(g, f, b, p, di, di1, e_next);
+          if (i != mm - 1) e[i + 1] = step.r;
+          d[i + 1] = step.d_far;
+          sink(i, step.c, -step.s);
+          g = step.g;
+          p = step.p;
+          f = step.f;
+          b = step.b;
           di1 = di;
           di = d_next;
         }
@@ -345,24 +422,20 @@ COVFLOW_HD QrResult tridiagonal_qr(int n, R* d, R* e, Sink& sink, QrState& st, l
         R g = (d[l - 1] - p) / (R(2) * e[l - 1]);
         R r = hypot1(g);
         g = d[mm] - p + (e[l - 1] / (g + sign_of(r, g)));
-        R s = R(1), c = R(1);
+        R f = e[mm], b = f;
         p = R(0);
-        R ei = e[mm], di = d[mm], di1 = d[mm + 1];
+        R di = d[mm], di1 = d[mm + 1];
         for (int i = mm; i <= l - 1; ++i) {
           const R e_next = i + 1 <= l - 1 ? e[i + 1] : R(0);
           const R d_next = i + 1 <= l - 1 ? d[i + 2] : R(0);
-          const R f = s * ei, b = c * ei;
-          const Rotation<R> rot = make_rotation(g, f);
-          c = rot.c;
-          s = rot.s;
-          if (i != mm) e[i - 1] = rot.r;
-          g = di - p;
-          r = (di1 - g) * s + R(2) * c * b;
-          p = s * r;
-          d[i] = g + p;
-          g = c * r - b;
-          sink(i, c, s);
-          ei = e_next;
+          const SweepStep<R> step = sweep_step(g, f, b, p, di1, di, e_next);
+          if (i != mm) e[i - 1] = step.r;
+          d[i] = step.d_far;
+          sink(i, step.c, step.s);
+          g = step.g;
+          p = step.p;
+          f = step.f;
+          b = step.b;
           di = di1;
           di1 = d_next;
         }
