@@ -165,8 +165,9 @@ TYPED_TEST(HeevGpu, NonFiniteMatrixIsIsolated) {
       for (int b : {1, 3}) {
         EXPECT_EQ(run.info[b], status::non_finite_input) << "n=" << n << " matrix " << b;
         for (int k = 0; k < n; ++k) EXPECT_TRUE(std::isnan(run.values[std::size_t(b) * n + k]));
-        if (vectors)
+        if (vectors) {
           for (int i = 0; i < n * n; ++i) ASSERT_TRUE(std::isnan(std::real(run.vectors[std::size_t(b) * n * n + i])));
+        }
       }
       check(c, run, {0, 2, 4}, vectors, "neighbours of NaN");  // 4's NaN is in the unread triangle
     }
