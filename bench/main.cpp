@@ -10,6 +10,9 @@
 #include "bench_common.hpp"
 #include "covariance_bench.hpp"
 #include "heev_bench.hpp"
+#if COVFLOW_HAS_CUDA
+#include "heev_chase_bench.hpp"
+#endif
 #include "covflow/linalg/device.hpp"
 
 int main(int argc, char** argv) {
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
   heev->add_option("--shape", settings.shapes, "Only these NxBATCH shapes (repeatable)");
   heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
   heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
+  auto* heev_chase = app.add_subcommand("heev-chase", "heev's QR stage alone, per arithmetic policy (diagnostic)");
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
     app.parse(argc, argv);
@@ -47,6 +51,14 @@ int main(int argc, char** argv) {
     std::vector<nlohmann::json> results;
     if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
     if (heev->parsed() || all->parsed()) results.push_back(bench::run_heev_bench(settings, gpu.get(), cpu));
+    if (heev_chase->parsed()) {
+#if COVFLOW_HAS_CUDA
+      if (gpu) bench::run_heev_chase_bench(settings);
+      else fmt::print("heev-chase needs a GPU\n");
+#else
+      fmt::print("heev-chase needs a CUDA build\n");
+#endif
+    }
     if (!settings.json_path.empty()) {
       bench::write_json(settings.json_path, results);
       fmt::print("\nwrote {}\n", settings.json_path);

@@ -36,10 +36,89 @@ template <class R> struct Limits {
   static constexpr R safmin = std::numeric_limits<R>::min();
 };
 
+// How a sweep step computes 1/h and 1/√h (the chase's critical path on a GPU). Each policy is
+// exact to a few ulp; they differ in latency, which the benchmark `covflow-bench heev-chase`
+// measures. On the host every policy is the plain IEEE operation.
+//   MathIeee    1/h and rsqrt(h) from CUDA's math library
+//   MathSeeded  a single-precision seed refined by two Newton steps (h inside float's range)
+//   MathApprox  the hardware's double-precision approximations (rcp/rsqrt.approx.ftz.f64,
+//               about 2⁻²² relative), refined by two Newton steps (h inside (1e-280, 1e280))
+struct MathIeee {
+  template <class R> COVFLOW_HD static R rcp(R h) { return R(1) / h; }
+  template <class R> COVFLOW_HD static R rsqrt(R h) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(R) == 8) return ::rsqrt(h);
+    else return rsqrtf(h);
+#else
+    return R(1) / std::sqrt(h);
+#endif
+  }
+};
+struct MathSeeded {
+  template <class R> COVFLOW_HD static R rcp(R h) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(R) == 8) {
+      if (h > R(1e-36) && h < R(1e36)) {
+        double y = static_cast<double>(__fdividef(1.0f, static_cast<float>(h)));
+        y = fma(y, fma(-h, y, 1.0), y);
+        return fma(y, fma(-h, y, 1.0), y);
+      }
+    }
+#endif
+    return R(1) / h;
+  }
+  template <class R> COVFLOW_HD static R rsqrt(R h) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(R) == 8) {
+      if (h > R(1e-36) && h < R(1e36)) {
+        double y = static_cast<double>(rsqrtf(static_cast<float>(h)));
+        y = fma(0.5 * y, fma(-h * y, y, 1.0), y);
+        return fma(0.5 * y, fma(-h * y, y, 1.0), y);
+      }
+    }
+#endif
+    return MathIeee::rsqrt(h);
+  }
+};
+struct MathApprox {
+  template <class R> COVFLOW_HD static R rcp(R h) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(R) == 8) {
+      double y;
+      asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(h));
+      y = fma(y, fma(-h, y, 1.0), y);
+      return fma(y, fma(-h, y, 1.0), y);
+    } else {
+      float y;
+      asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(h));
+      return fmaf(y, fmaf(-h, y, 1.0f), y);
+    }
+#else
+    return R(1) / h;
+#endif
+  }
+  template <class R> COVFLOW_HD static R rsqrt(R h) {
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(R) == 8) {
+      double y;
+      asm("rsqrt.approx.ftz.f64 %0, %1;" : "=d"(y) : "d"(h));
+      y = fma(0.5 * y, fma(-h * y, y, 1.0), y);
+      return fma(0.5 * y, fma(-h * y, y, 1.0), y);
+    } else {
+      float y;
+      asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(h));
+      return fmaf(0.5f * y, fmaf(-h * y, y, 1.0f), y);
+    }
+#else
+    return R(1) / std::sqrt(h);
+#endif
+  }
+};
+
 // A plane rotation with c·f + s·g = r, −s·f + c·g = 0 (LAPACK's dlartg conventions). The data are
 // pre-scaled (heev scales A by a power of two so that max |a_ij| is about 1), so the plain formula
 // is safe; the scaled branch only guards inputs outside [√safmin, √(safmax/2)].
-template <class R>
+template <class R, class Math = MathIeee>
 COVFLOW_HD inline Rotation<R> make_rotation(R f, R g) {
   if (g == R(0)) return {R(1), R(0), f};
   if (f == R(0)) return {R(0), sign_of(R(1), g), std::fabs(g)};
@@ -52,7 +131,7 @@ COVFLOW_HD inline Rotation<R> make_rotation(R f, R g) {
     // chase's critical path. c² + s² = 1 to within a few ulp, as with LAPACK's formula.
     // d = √h = h·t, r = sign(f)·d, c = |f|/d = |f|·t, s = g/r = sign(f)·g·t.
     const R h = f * f + g * g;
-    const R t = rsqrt(h);
+    const R t = Math::rsqrt(h);
     return {af * t, (f >= R(0) ? g : -g) * t, std::copysign(h * t, f)};
 #else
     const R d = std::sqrt(f * f + g * g);
@@ -68,37 +147,14 @@ COVFLOW_HD inline Rotation<R> make_rotation(R f, R g) {
 }
 
 
-// 1/h and 1/√h. On the device, for h well inside float's range, from a single-precision seed
-// refined by two Newton steps (2⁻²³ → 2⁻⁴⁶ → rounding), which is shorter than the IEEE routines'
-// latency; elsewhere, and always on the host, the plain operations.
-template <class R> COVFLOW_HD inline R reciprocal(R h) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(R) == 8) {
-    if (h > R(1e-36) && h < R(1e36)) {
-      double y = static_cast<double>(__frcp_rn(static_cast<float>(h)));
-      y = fma(y, fma(-h, y, 1.0), y);
-      return fma(y, fma(-h, y, 1.0), y);
-    }
-  }
-#endif
-  return R(1) / h;
-}
-template <class R> COVFLOW_HD inline R reciprocal_sqrt(R h) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (sizeof(R) == 8) {
-    if (h > R(1e-36) && h < R(1e36)) {
-      double y = static_cast<double>(rsqrtf(static_cast<float>(h)));
-      y = fma(0.5 * y, fma(-h * y, y, 1.0), y);
-      return fma(0.5 * y, fma(-h * y, y, 1.0), y);
-    }
-    return rsqrt(h);
-  } else {
-    return rsqrtf(h);
-  }
-#else
-  return R(1) / std::sqrt(h);
-#endif
-}
+// A sweep-step policy: the arithmetic above, and whether to use the short-chain formulation below
+// (true) or ?steqr's own sequence of operations with the rotation from make_rotation (false).
+template <class Math, bool kShortChain>
+struct SweepPolicy {
+  using math = Math;
+  static constexpr bool short_chain = kShortChain;
+};
+using DefaultSweep = SweepPolicy<MathApprox, true>;
 
 // One step of an implicit QL/QR sweep (the body of ?steqr's inner loop), rearranged so that the
 // chain from one step to the next is short. With h = g² + f², t = 1/√h, σ = sign(g), the rotation
@@ -114,16 +170,17 @@ struct SweepStep {
   R f, b;      // f and b of the next step
   R d_far;     // new value of the diagonal element the sweep moves away from
 };
-template <class R>
+template <class R, class Policy = DefaultSweep>
 COVFLOW_HD inline SweepStep<R> sweep_step(R g, R f, R b, R p, R d_near, R d_far, R e_next) {
   SweepStep<R> out;
   const R h = g * g + f * f;
   constexpr R lo = sizeof(R) == 8 ? R(1e-280) : R(1e-34);
   constexpr R hi = sizeof(R) == 8 ? R(1e280) : R(1e34);
   const R g2 = d_far - p;
-  if (h > lo && h < hi) {
-    const R inv = reciprocal(h);
-    const R t = reciprocal_sqrt(h);
+  if (Policy::short_chain && h > lo && h < hi) {
+    using M = typename Policy::math;
+    const R inv = M::rcp(h);
+    const R t = M::rsqrt(h);
     const R ag = std::fabs(g);
     const R sf = g >= R(0) ? f : -f;
     const R X = (d_near - g2) * sf + R(2) * ag * b;
@@ -133,7 +190,7 @@ COVFLOW_HD inline SweepStep<R> sweep_step(R g, R f, R b, R p, R d_near, R d_far,
     out.s = sf * t;
     out.r = g >= R(0) ? h * t : -(h * t);
   } else {
-    const Rotation<R> rot = make_rotation(g, f);
+    const Rotation<R> rot = make_rotation<R, typename Policy::math>(g, f);
     const R r = (d_near - g2) * rot.s + R(2) * rot.c * b;
     out.p = rot.s * r;
     out.g = rot.c * r - b;
@@ -301,7 +358,7 @@ enum class QrResult { done, paused, no_convergence };
 // destroyed. Before each sweep it asks sink.reserve(length); a sink that answers false stops the
 // iteration (`paused`), and calling again with the same state continues. With kWarp the 32 lanes
 // of a warp run this together (identical arithmetic in every lane; the scans are shared).
-template <class R, bool kWarp = false, class Sink>
+template <class R, bool kWarp = false, class Policy = DefaultSweep, class Sink>
 COVFLOW_HD QrResult tridiagonal_qr(int n, R* d, R* e, Sink& sink, QrState& st, long max_sweeps) {
   using Scan = Deflation<R, kWarp>;
   for (;;) {
@@ -372,7 +429,7 @@ COVFLOW_HD QrResult tridiagonal_qr(int n, R* d, R* e, Sink& sink, QrState& st, l
           // and the loads then stay off the chain of dependent arithmetic.
           const R e_next = i > l ? e[i - 1] : R(0);
           const R d_next = i > l ? d[i - 1] : R(0);
-          const SweepStep<R> step = sweep_step(g, f, b, p, di, di1, e_next);
+          const SweepStep<R> step = sweep_step<R, Policy>(g, f, b, p, di, di1, e_next);
           if (i != mm - 1) e[i + 1] = step.r;
           d[i + 1] = step.d_far;
           sink(i, step.c, -step.s);
@@ -428,7 +485,7 @@ COVFLOW_HD QrResult tridiagonal_qr(int n, R* d, R* e, Sink& sink, QrState& st, l
         for (int i = mm; i <= l - 1; ++i) {
           const R e_next = i + 1 <= l - 1 ? e[i + 1] : R(0);
           const R d_next = i + 1 <= l - 1 ? d[i + 2] : R(0);
-          const SweepStep<R> step = sweep_step(g, f, b, p, di1, di, e_next);
+          const SweepStep<R> step = sweep_step<R, Policy>(g, f, b, p, di1, di, e_next);
           if (i != mm) e[i - 1] = step.r;
           d[i] = step.d_far;
           sink(i, step.c, step.s);
