@@ -2,11 +2,14 @@
 // (synth, inspect, record, replay, stats, ctl, linalg ...); this file only wires them.
 #include <cstdio>
 #include <exception>
+#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common/exit_codes.hpp"
+#include "common/linalg_cli.hpp"
 #include "covflow/config/build_info.hpp"
 #include "covflow/linalg/device.hpp"
 
@@ -40,14 +43,16 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto* version = app.add_subcommand("version", "Print the version and build configuration");
   auto* devices = app.add_subcommand("devices", "List the CUDA devices covflow can use");
+  covflow::cli::LinalgCommands linalg(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? covflow::exit_code::ok : covflow::exit_code::usage;
   }
   try {
     if (version->parsed()) return run_version();
     if (devices->parsed()) return run_devices();
+    if (linalg.parsed()) return linalg.run(std::cout, std::cerr);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "covflow: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,70 @@
+// `covflow linalg ...`: linear algebra on NumPy files, so a Python user can check covflow's
+// results against numpy in two lines.
+//
+//   covflow linalg heev IN.npy --values W.npy [--vectors V.npy] [--device cpu|cuda|auto] [--uplo L|U]
+//   covflow linalg cholupdate L.npy V.npy --sign +|- --out L2.npy [--device cpu|cuda|auto]
+//
+// heev follows numpy.linalg.eigh exactly: IN is (n, n) or (batch, n, n), complex128, complex64,
+// float64 or float32, in either element order; W is (n,) or (batch, n) of the real type of the
+// same precision, ascending; V has IN's shape with V[..., :, k] the eigenvector of W[..., k];
+// --uplo names the triangle of IN *as numpy indexes it* (row-major) that is read.
+//
+// Each run_* function returns an exit code from common/exit_codes.hpp and reports problems on
+// `err`, one line each, starting with the command and the file they concern.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace covflow::cli {
+
+enum class DeviceChoice { cpu, cuda, automatic };
+
+struct HeevRequest {
+  std::filesystem::path input;
+  std::filesystem::path values;   // W.npy, always written
+  std::filesystem::path vectors;  // V.npy; empty: eigenvalues only
+  DeviceChoice device = DeviceChoice::automatic;
+  char uplo = 'L';                // 'L' or 'U', numpy's meaning
+};
+
+// auto runs on CUDA when covflow was built with it and a device is present; when the operation
+// has no CUDA path in this build it says so on `err` and runs on the CPU. --device cuda never
+// falls back: no device, or no CUDA path, is exit_code::device_unavailable.
+int run_heev(const HeevRequest& request, std::ostream& out, std::ostream& err);
+
+struct CholupdateRequest {
+  std::filesystem::path factor;  // L.npy: (batch, n, n) or (n, n) lower Cholesky factors
+  std::filesystem::path update;  // V.npy: (batch, n, k) or (n, k)
+  std::filesystem::path output;  // L2.npy
+  char sign = '+';               // '+' update A + VVᴴ, '-' downdate A − VVᴴ
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// Checks both files (dtype, rank, shapes) and then reports that linalg::cholupdate is not
+// implemented yet (issue 6) with exit_code::internal_error; writes nothing.
+int run_cholupdate(const CholupdateRequest& request, std::ostream& out, std::ostream& err);
+
+// The `linalg` subcommand group on a CLI11 app. Construct it before app.parse(); it must outlive
+// the parse (CLI11 writes the options into it).
+class LinalgCommands {
+ public:
+  explicit LinalgCommands(CLI::App& app);
+  LinalgCommands(const LinalgCommands&) = delete;
+  LinalgCommands& operator=(const LinalgCommands&) = delete;
+
+  bool parsed() const;
+  int run(std::ostream& out, std::ostream& err) const;
+
+ private:
+  CLI::App* group_ = nullptr;
+  CLI::App* heev_ = nullptr;
+  CLI::App* cholupdate_ = nullptr;
+  std::string heev_input_, heev_values_, heev_vectors_, heev_device_ = "auto", heev_uplo_ = "L";
+  std::string chol_factor_, chol_update_, chol_output_, chol_sign_, chol_device_ = "auto";
+};
+
+}  // namespace covflow::cli

@@ -1,0 +1,352 @@
+// `covflow linalg heev` and `cholupdate` through their library functions: numpy.linalg.eigh's
+// conventions (shapes, dtypes, UPLO as numpy indexes the row-major array, V[..., :, k] ↔ W[..., k]),
+// per-matrix failures, and the error classes with their exit codes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/exit_codes.hpp"
+#include "common/linalg_cli.hpp"
+#include "covflow/io/npy.hpp"
+#include "covflow/linalg/device.hpp"
+#include "heev_cli_checks.hpp"
+#include "npy_test_support.hpp"
+#include "test_support.hpp"
+
+namespace covflow::test {
+namespace {
+
+using cli::DeviceChoice;
+using cli::HeevRequest;
+
+template <class T>
+class HeevCli : public ::testing::Test {};
+using ElementTypes = ::testing::Types<float, double, std::complex<float>, std::complex<double>>;
+TYPED_TEST_SUITE(HeevCli, ElementTypes);
+
+TYPED_TEST(HeevCli, FollowsNumpyEighForBothTriangles) {
+  using T = TypeParam;
+  using R = linalg::real_t<T>;
+  ScratchDir dir;
+  std::mt19937_64 rng(fresh_seed("HeevCli.FollowsNumpyEighForBothTriangles"));
+  const std::size_t count = 5;
+  for (std::size_t n : {1u, 2u, 5u, 17u}) {
+    const std::vector<T> m = unsymmetric_batch<T>(count, n, rng);
+    for (bool fortran : {false, true}) {
+      // The file holds the same numpy array in either element order.
+      std::vector<T> stored(m.size());
+      for (std::size_t b = 0; b < count; ++b)
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < n; ++j)
+            stored[fortran ? b + i * count + j * count * n : b * n * n + i * n + j] = m[b * n * n + i * n + j];
+      io::write_npy(dir / "in.npy", make_array(stored, {count, n, n}, fortran));
+      for (char uplo : {'L', 'U'}) {
+        SCOPED_TRACE("n " + std::to_string(n) + " uplo " + uplo + (fortran ? " Fortran order" : " C order"));
+        const CliRun run = heev(request_for(dir, uplo));
+        ASSERT_EQ(run.code, exit_code::ok) << run.err;
+        const io::NpyArray w_file = io::read_npy(dir / "w.npy");
+        const io::NpyArray v_file = io::read_npy(dir / "v.npy");
+        EXPECT_EQ(w_file.dtype, dtype_of<R>());
+        EXPECT_EQ(w_file.shape, (std::vector<std::uint64_t>{count, n}));
+        EXPECT_EQ(v_file.dtype, dtype_of<T>());
+        EXPECT_EQ(v_file.shape, (std::vector<std::uint64_t>{count, n, n}));
+        EXPECT_FALSE(v_file.fortran_order);
+        const auto w = values_of<R>(w_file);
+        const auto v = values_of<T>(v_file);
+        const double tol = 10.0 * static_cast<double>(n) * eps<T>();
+        for (std::size_t b = 0; b < count; ++b) {
+          const auto a = effective_matrix(m, b * n * n, n, uplo);
+          const Quality q = quality(a, w, b * n, v, b * n * n, n);
+          EXPECT_LE(q.residual, tol) << "matrix " << b;
+          EXPECT_LE(q.orthogonality, tol) << "matrix " << b;
+          EXPECT_TRUE(q.ascending) << "matrix " << b;
+          if (n > 1) {
+            // The test can fail: the other triangle's matrix is not what was decomposed.
+            const auto other = effective_matrix(m, b * n * n, n, uplo == 'L' ? 'U' : 'L');
+            EXPECT_GT(quality(other, w, b * n, v, b * n * n, n).residual, 100 * tol) << "matrix " << b;
+          }
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(HeevCli, TwoDimensionalInputGivesNumpysShapes) {
+  using T = TypeParam;
+  using R = linalg::real_t<T>;
+  ScratchDir dir;
+  std::mt19937_64 rng(fresh_seed("HeevCli.TwoDimensionalInputGivesNumpysShapes"));
+  const std::size_t n = 6;
+  const std::vector<T> m = unsymmetric_batch<T>(1, n, rng);
+  io::write_npy(dir / "in.npy", make_array(m, {n, n}));
+  const CliRun run = heev(request_for(dir));
+  ASSERT_EQ(run.code, exit_code::ok) << run.err;
+  const io::NpyArray w_file = io::read_npy(dir / "w.npy");
+  const io::NpyArray v_file = io::read_npy(dir / "v.npy");
+  EXPECT_EQ(w_file.shape, (std::vector<std::uint64_t>{n}));
+  EXPECT_EQ(v_file.shape, (std::vector<std::uint64_t>{n, n}));
+  const Quality q = quality(effective_matrix(m, 0, n, 'L'), values_of<R>(w_file), 0, values_of<T>(v_file), 0, n);
+  EXPECT_LE(q.residual, 10.0 * n * eps<T>());
+  EXPECT_LE(q.orthogonality, 10.0 * n * eps<T>());
+  EXPECT_NE(run.out.find("one matrix 6×6"), std::string::npos) << run.out;
+}
+
+TYPED_TEST(HeevCli, ValuesOnlyWritesNoVectorsAndTheSameSpectrum) {
+  using T = TypeParam;
+  using R = linalg::real_t<T>;
+  ScratchDir dir;
+  std::mt19937_64 rng(fresh_seed("HeevCli.ValuesOnly"));
+  const std::size_t count = 3, n = 9;
+  io::write_npy(dir / "in.npy", make_array(unsymmetric_batch<T>(count, n, rng), {count, n, n}));
+  ASSERT_EQ(heev(request_for(dir, 'L', true)).code, exit_code::ok);
+  const auto with_vectors = values_of<R>(io::read_npy(dir / "w.npy"));
+  std::filesystem::remove(dir / "v.npy");
+  const CliRun run = heev(request_for(dir, 'L', false));
+  ASSERT_EQ(run.code, exit_code::ok) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "v.npy"));
+  const auto values_only = values_of<R>(io::read_npy(dir / "w.npy"));
+  ASSERT_EQ(values_only.size(), with_vectors.size());
+  double norm = 0;
+  for (R x : with_vectors) norm = std::max(norm, std::abs(static_cast<double>(x)));
+  for (std::size_t i = 0; i < values_only.size(); ++i)
+    EXPECT_NEAR(values_only[i], with_vectors[i], 10.0 * n * eps<T>() * norm) << i;
+}
+
+TEST(HeevCliInfo, NonFiniteMatrixIsNamedAndNaNTheRestIsComputed) {
+  using T = std::complex<double>;
+  ScratchDir dir;
+  std::mt19937_64 rng(fresh_seed("HeevCliInfo.NonFinite"));
+  const std::size_t count = 6, n = 4;
+  std::vector<T> m = unsymmetric_batch<T>(count, n, rng);
+  m[2 * n * n + 3 * n + 1] = T(std::nan(""), 0.0);       // matrix 2, lower triangle: read by L
+  m[4 * n * n + 0 * n + 2] = T(INFINITY, 0.0);           // matrix 4, upper triangle: read by U only
+  io::write_npy(dir / "in.npy", make_array(m, {count, n, n}));
+
+  for (char uplo : {'L', 'U'}) {
+    SCOPED_TRACE(std::string("uplo ") + uplo);
+    const std::size_t bad = uplo == 'L' ? 2 : 4;
+    const CliRun run = heev(request_for(dir, uplo));
+    EXPECT_EQ(run.code, exit_code::numerical);
+    EXPECT_NE(run.err.find("1 of 6 matrices failed"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("matrix " + std::to_string(bad) + " (NaN or Inf in the " + (uplo == 'L' ? "lower" : "upper") +
+                           " triangle)"),
+              std::string::npos)
+        << run.err;
+    const auto w = values_of<double>(io::read_npy(dir / "w.npy"));
+    const auto v = values_of<T>(io::read_npy(dir / "v.npy"));
+    for (std::size_t b = 0; b < count; ++b) {
+      for (std::size_t k = 0; k < n; ++k) EXPECT_EQ(std::isnan(w[b * n + k]), b == bad) << b << "," << k;
+      for (std::size_t e = 0; e < n * n; ++e) EXPECT_EQ(std::isnan(v[b * n * n + e].real()), b == bad) << b << "," << e;
+      if (b != bad) {
+        const Quality q = quality(effective_matrix(m, b * n * n, n, uplo), w, b * n, v, b * n * n, n);
+        EXPECT_LE(q.residual, 10.0 * n * eps<T>()) << b;
+      }
+    }
+  }
+}
+
+TEST(HeevCliInfo, SingleMatrixFailureSaysSo) {
+  ScratchDir dir;
+  io::write_npy(dir / "in.npy", make_array(std::vector<double>{1.0, 0.0, NAN, 2.0}, {2, 2}));
+  const CliRun run = heev(request_for(dir));
+  EXPECT_EQ(run.code, exit_code::numerical);
+  EXPECT_NE(run.err.find("the matrix failed (NaN or Inf in the lower triangle)"), std::string::npos) << run.err;
+}
+
+TEST(HeevCliShapes, EmptyBatchesAndMatricesFollowNumpy) {
+  ScratchDir dir;
+  for (const auto& shape : {std::vector<std::uint64_t>{0, 3, 3}, std::vector<std::uint64_t>{2, 0, 0},
+                            std::vector<std::uint64_t>{0, 0}}) {
+    SCOPED_TRACE(io::format_shape(shape));
+    io::write_npy(dir / "in.npy", make_array(std::vector<float>{}, shape));
+    const CliRun run = heev(request_for(dir));
+    ASSERT_EQ(run.code, exit_code::ok) << run.err;
+    const io::NpyArray w = io::read_npy(dir / "w.npy");
+    const io::NpyArray v = io::read_npy(dir / "v.npy");
+    EXPECT_EQ(w.dtype, io::NpyDtype::float32);
+    EXPECT_EQ(w.shape, std::vector<std::uint64_t>(shape.begin(), shape.end() - 1));
+    EXPECT_EQ(v.shape, shape);
+  }
+}
+
+struct ErrorCase {
+  const char* name;
+  std::string contents;  // raw file bytes; empty: no file at all
+  int code;
+  std::string says;
+};
+
+TEST(HeevCliErrors, EachClassHasItsExitCodeAndMessage) {
+  ScratchDir dir;
+  const auto file_of = [](const io::NpyArray& a) {
+    ScratchDir tmp;
+    io::write_npy(tmp / "x.npy", a);
+    return read_bytes(tmp / "x.npy");
+  };
+  std::string int_file = file_of(make_array(std::vector<double>(4), {2, 2}));
+  int_file.replace(int_file.find("<f8"), 3, "<i8");
+  const std::string good = file_of(make_array(std::vector<double>(18), {2, 3, 3}));
+  const std::vector<ErrorCase> cases = {
+      {"non_square", file_of(make_array(std::vector<double>(24), {2, 3, 4})), exit_code::input_damaged,
+       "matrices must be square, got shape (2, 3, 4) float64: 3×4"},
+      {"rank_1", file_of(make_array(std::vector<double>(4), {4})), exit_code::input_damaged,
+       "expected (batch, n, n) or (n, n) Hermitian matrices, got shape (4,) float64 (1 dimensions)"},
+      {"rank_4", file_of(make_array(std::vector<float>(8), {2, 1, 2, 2})), exit_code::input_damaged, "(4 dimensions)"},
+      {"int64", int_file, exit_code::input_damaged, "unsupported dtype '<i8' (int64)"},
+      {"truncated", good.substr(0, good.size() - 5), exit_code::input_damaged,
+       "header says shape (2, 3, 3) float64 = 144 bytes but only 139 bytes follow the header"},
+      {"missing", "", exit_code::io, "cannot open"},
+  };
+  for (const ErrorCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto input = dir / (std::string(c.name) + ".npy");
+    if (!c.contents.empty()) write_bytes(input, c.contents);
+    HeevRequest r = request_for(dir);
+    r.input = input;
+    const CliRun run = heev(r);
+    EXPECT_EQ(run.code, c.code) << run.err;
+    EXPECT_TRUE(run.err.starts_with("covflow linalg heev: error: " + input.string() + ": ")) << run.err;
+    EXPECT_NE(run.err.find(c.says), std::string::npos) << run.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "w.npy"));
+  }
+}
+
+TEST(HeevCliErrors, UnwritableOutputIsAnIoError) {
+  ScratchDir dir;
+  io::write_npy(dir / "in.npy", make_array(std::vector<double>{2.0, 0.0, 0.0, 1.0}, {2, 2}));
+  HeevRequest r = request_for(dir);
+  r.values = dir / "missing-dir" / "w.npy";
+  const CliRun run = heev(r);
+  EXPECT_EQ(run.code, exit_code::io);
+  EXPECT_NE(run.err.find("missing-dir/w.npy: cannot create"), std::string::npos) << run.err;
+}
+
+TEST(HeevCliDevice, CudaWithoutADeviceOrPathIsDeviceUnavailable) {
+  ScratchDir dir;
+  io::write_npy(dir / "in.npy", make_array(std::vector<double>{2.0, 0.0, 0.0, 1.0}, {2, 2}));
+  HeevRequest r = request_for(dir);
+  r.device = DeviceChoice::cuda;
+  const CliRun run = heev(r);
+  if (linalg::cuda_compiled() && device_probe().available() && run.code == exit_code::ok)
+    GTEST_SKIP() << "this host runs heev on CUDA; the unavailable case cannot be shown here";
+  EXPECT_EQ(run.code, exit_code::device_unavailable) << run.err;
+  EXPECT_NE(run.err.find("--device cuda"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "w.npy"));
+}
+
+TEST(HeevCliDevice, AutoAlwaysProducesAResult) {
+  ScratchDir dir;
+  io::write_npy(dir / "in.npy", make_array(std::vector<double>{2.0, 0.0, 0.0, 1.0}, {2, 2}));
+  HeevRequest r = request_for(dir);
+  r.device = DeviceChoice::automatic;
+  const CliRun run = heev(r);
+  ASSERT_EQ(run.code, exit_code::ok) << run.err;
+  EXPECT_EQ(values_of<double>(io::read_npy(dir / "w.npy")), (std::vector<double>{1.0, 2.0}));
+}
+
+// ---- cholupdate: arguments and shapes now, the operation with issue 6 ---------------------------
+
+struct CholRun {
+  int code;
+  std::string err;
+};
+
+CholRun cholupdate(const ScratchDir& dir, const io::NpyArray& l, const io::NpyArray& v, char sign = '+') {
+  io::write_npy(dir / "l.npy", l);
+  io::write_npy(dir / "v.npy", v);
+  cli::CholupdateRequest r;
+  r.factor = dir / "l.npy";
+  r.update = dir / "v.npy";
+  r.output = dir / "l2.npy";
+  r.sign = sign;
+  std::ostringstream out, err;
+  const int code = cli::run_cholupdate(r, out, err);
+  return {code, err.str()};
+}
+
+TEST(CholupdateCli, ValidInputSaysNotImplementedAndWritesNothing) {
+  ScratchDir dir;
+  const CholRun run = cholupdate(dir, make_array(std::vector<std::complex<double>>(4 * 8 * 8), {4, 8, 8}),
+                                 make_array(std::vector<std::complex<double>>(4 * 8 * 2), {4, 8, 2}), '-');
+  EXPECT_EQ(run.code, exit_code::internal_error);
+  EXPECT_NE(run.err.find("not implemented yet (issue 6)"), std::string::npos) << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "l2.npy"));
+}
+
+TEST(CholupdateCli, ShapeAndTypeMismatchesAreInputErrors) {
+  ScratchDir dir;
+  const auto l = make_array(std::vector<double>(2 * 4 * 4), {2, 4, 4});
+  struct Case {
+    io::NpyArray l, v;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {l, make_array(std::vector<double>(3 * 4 * 1), {3, 4, 1}), "does not fit factors (2, 4, 4) float64"},
+      {l, make_array(std::vector<double>(2 * 5 * 1), {2, 5, 1}), "expected (2, 4, k)"},
+      {l, make_array(std::vector<float>(2 * 4 * 1), {2, 4, 1}), "dtype float32 differs from the factors' float64"},
+      {make_array(std::vector<double>(2 * 4 * 3), {2, 4, 3}), make_array(std::vector<double>(8), {2, 4, 1}),
+       "Cholesky factors must be square"},
+      {l, make_array(std::vector<double>(8), {8}), "got shape (8,) float64"},
+  };
+  for (const Case& c : cases) {
+    const CholRun run = cholupdate(dir, c.l, c.v);
+    EXPECT_EQ(run.code, exit_code::input_damaged) << run.err;
+    EXPECT_NE(run.err.find(c.says), std::string::npos) << run.err;
+  }
+}
+
+// ---- the CLI11 wiring ----------------------------------------------------------------------------
+
+// CLI11's parse(vector) takes the arguments last first.
+void parse(CLI::App& app, std::vector<std::string> args) {
+  std::reverse(args.begin(), args.end());
+  app.parse(args);
+}
+
+TEST(LinalgCommands, ParsesHeevAndCholupdateArguments) {
+  ScratchDir dir;
+  io::write_npy(dir / "in.npy", make_array(std::vector<double>{2.0, 5.0, 0.0, 1.0}, {2, 2}));
+  {
+    CLI::App app;
+    cli::LinalgCommands commands(app);
+    parse(app, {"linalg", "heev", (dir / "in.npy").string(), "--values", (dir / "w.npy").string(), "--uplo", "u",
+                "--device", "cpu"});
+    ASSERT_TRUE(commands.parsed());
+    std::ostringstream out, err;
+    ASSERT_EQ(commands.run(out, err), exit_code::ok) << err.str();
+    EXPECT_NE(out.str().find("uplo U"), std::string::npos) << out.str();
+    // Upper triangle of [[2, 5], [0, 1]] as numpy indexes it: [[2, 5], [5, 1]], eigenvalues 1.5 ± √25.25.
+    const auto w = values_of<double>(io::read_npy(dir / "w.npy"));
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_NEAR(w[0], 1.5 - std::sqrt(25.25), 1e-14);
+    EXPECT_NEAR(w[1], 1.5 + std::sqrt(25.25), 1e-14);
+  }
+  {
+    CLI::App app;
+    cli::LinalgCommands commands(app);
+    EXPECT_NO_THROW(parse(app, {"linalg", "cholupdate", "l.npy", "v.npy", "--sign", "-", "--out", "x.npy"}));
+    EXPECT_TRUE(commands.parsed());
+  }
+  for (const std::vector<std::string>& args : {
+           std::vector<std::string>{"linalg", "heev", "in", "--values", "w", "--device", "gpu"},
+           std::vector<std::string>{"linalg", "heev", "in", "--values", "w", "--uplo", "X"},
+           std::vector<std::string>{"linalg", "heev", "in"},
+           std::vector<std::string>{"linalg"},
+           std::vector<std::string>{"linalg", "cholupdate", "l", "v", "--sign", "*", "--out", "o"},
+           std::vector<std::string>{"linalg", "cholupdate", "l", "v", "--out", "o"},
+       }) {
+    CLI::App app;
+    cli::LinalgCommands commands(app);
+    EXPECT_THROW(parse(app, args), CLI::ParseError) << args.back();
+  }
+}
+
+}  // namespace
+}  // namespace covflow::test
