@@ -44,7 +44,7 @@ void run_heev_chase_bench(const Settings& settings) {
       stream.synchronize();
       const long long most = *std::max_element(host.begin(), host.end());
       const double ns = t.median_ms * 1e6 / double(std::max(most, 1LL));
-      fmt::print("  {:<32} {:8.3f} ms  {:7} rotations (slowest matrix)  {:6.1f} ns ≈ {:4.0f} cycles per rotation\n",
+      fmt::print("  {:<32} {:8.3f} ms  {:7} rotations (slowest matrix)  {:6.1f} ns ≈ {:4.0f} cycles per rotation of it\n",
                  chase_policy_name(policy), t.median_ms, most, ns, ns * clock_khz * 1e-6);
     }
   }

@@ -14,9 +14,10 @@ struct CountSink {
   long long used = 0;
   __device__ bool reserve(int) { return true; }
   __device__ void operator()(int, double, double) { ++used; }
+  __device__ void step(int, double, double, bool on) { used += __popc(__ballot_sync(0xffffffffu, on)); }
 };
 
-template <class Policy>
+template <class Policy, int kShifts>
 __global__ void chase_only(int n, int count, const double* d0, const double* e0, long long* rotations) {
   extern __shared__ double smem[];
   const int b = blockIdx.x;
@@ -30,7 +31,7 @@ __global__ void chase_only(int n, int count, const double* d0, const double* e0,
   __syncwarp();
   CountSink sink;
   QrState state;
-  tridiagonal_qr<double, true, Policy>(n, d, e, sink, state, 30L * n);
+  tridiagonal_qr<double, true, Policy, kShifts>(n, d, e, sink, state, 30L * n);
   if (threadIdx.x == 0) rotations[b] = sink.used;
 }
 
@@ -38,11 +39,11 @@ __global__ void chase_only(int n, int count, const double* d0, const double* e0,
 
 const char* chase_policy_name(int policy) {
   switch (policy) {
-    case 0: return "steqr sequence, IEEE";
-    case 1: return "steqr sequence, approx";
-    case 2: return "short chain, IEEE";
-    case 3: return "short chain, float seed";
-    case 4: return "short chain, approx (default)";
+    case 0: return "steqr sequence, IEEE, 1 shift";
+    case 1: return "short chain, approx, 1 shift";
+    case 2: return "short chain, approx, 2 shifts";
+    case 3: return "short chain, approx, 4 shifts (default)";
+    case 4: return "short chain, approx, 8 shifts";
   }
   return nullptr;
 }
@@ -51,11 +52,11 @@ void launch_chase_only(int policy, int n, int count, const double* d, const doub
                        cudaStream_t stream) {
   const std::size_t smem = 2 * sizeof(double) * static_cast<std::size_t>(n);
   switch (policy) {
-    case 0: chase_only<SweepPolicy<MathIeee, false>><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
-    case 1: chase_only<SweepPolicy<MathApprox, false>><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
-    case 2: chase_only<SweepPolicy<MathIeee, true>><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
-    case 3: chase_only<SweepPolicy<MathSeeded, true>><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
-    default: chase_only<SweepPolicy<MathApprox, true>><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
+    case 0: chase_only<SweepPolicy<MathIeee, false>, 1><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
+    case 1: chase_only<SweepPolicy<MathApprox, true>, 1><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
+    case 2: chase_only<SweepPolicy<MathApprox, true>, 2><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
+    case 3: chase_only<SweepPolicy<MathApprox, true>, 4><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
+    default: chase_only<SweepPolicy<MathApprox, true>, 8><<<count, 32, smem, stream>>>(n, count, d, e, rotations); break;
   }
 }
 

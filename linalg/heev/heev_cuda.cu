@@ -242,11 +242,23 @@ struct RowSink {
     z[(j + 1) * ld] = c * t - s * u;
     z[j * ld] = s * t + c * u;
   }
+  // A time step of pipelined sweeps: each lane brings its own rotation (if `on`); every lane
+  // applies all of them to its row (they lie on disjoint planes, so in any order).
+  __device__ void step(int plane, R c, R s, bool on) {
+    unsigned pending = __ballot_sync(0xffffffffu, on);
+    while (pending) {
+      const int src = __ffs(pending) - 1;
+      pending &= pending - 1;
+      (*this)(__shfl_sync(0xffffffffu, plane, src), __shfl_sync(0xffffffffu, c, src),
+              __shfl_sync(0xffffffffu, s, src));
+    }
+  }
 };
 template <class R>
 struct NullSink {
   __device__ bool reserve(int) { return true; }
   __device__ void operator()(int, R, R) {}
+  __device__ void step(int, R, R, bool) {}
 };
 
 template <class T, int N>
@@ -777,6 +789,16 @@ struct BufferSink {
     }
     ++used;
   }
+  // A time step of pipelined sweeps: the active lanes store their rotations side by side.
+  __device__ void step(int j, R c, R s, bool on) {
+    const unsigned mask = __ballot_sync(0xffffffffu, on);
+    if (on) {
+      const long long slot = used + __popc(mask & ((1u << lane) - 1));
+      cs[slot] = pair_t<R>{c, s};
+      plane[slot] = static_cast<std::uint16_t>(j);
+    }
+    used += __popc(mask);
+  }
 };
 
 // One warp per matrix. d and e live in shared memory for the round and go back to the workspace.
@@ -842,10 +864,10 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
 
 // Applies the round's rotations to `rows` rows of Z (one warp per block; lane = row; Z's rows sit
 // in shared memory, column j at zs[j·(rows+1)]). Records are staged 32 at a time in shared memory
-// and read back as broadcasts. In a sweep consecutive planes share a column; that column stays in
-// a register (`carry`), so a rotation normally costs one shared store, and the loop body is branch
-// free: both operands are loaded, the carried one is selected, the store of the kept one is
-// predicated off.
+// and read back as broadcasts. The loop is software-pipelined: the two columns the next rotation
+// needs are loaded before this rotation's results are stored, and where the next rotation reads a
+// column this one writes (consecutive planes of a sweep always share one) the value is forwarded
+// in a register instead. The loop's dependency chain is then only the rotation's arithmetic.
 template <class R>
 __global__ void apply_kernel(int n, long long count, int chunks, int rows, const ChaseState* states, R* z_all,
                              const pair_t<R>* cs_all, const std::uint16_t* plane_all, long long capacity,
@@ -869,9 +891,6 @@ __global__ void apply_kernel(int n, long long count, int chunks, int rows, const
     zs[j * zld + zl] = first_round ? (row == j ? R(1) : R(0)) : (mine ? z[row + static_cast<long long>(j) * n] : R(0));
   const pair_t<R>* cs = cs_all + b * capacity;
   const std::uint16_t* plane = plane_all + b * capacity;
-  if (lane == 0) stage_j[32] = -2;
-  int carry_col = -1;
-  R carry = 0;
   for (int base = 0; base < records; base += 32) {
     const int batch = min(32, records - base);
     __syncwarp();
@@ -880,28 +899,27 @@ __global__ void apply_kernel(int n, long long count, int chunks, int rows, const
       stage_c[lane] = rot.x;
       stage_s[lane] = rot.y;
       stage_j[lane] = plane[base + lane];
-    } else {
-      stage_j[lane] = -2;
     }
     __syncwarp();
+    int j = stage_j[0];
+    R x = zs[j * zld + zl], y = zs[(j + 1) * zld + zl];
 #pragma unroll 4
     for (int t = 0; t < batch; ++t) {
       const R c = stage_c[t], s = stage_s[t];
-      const int j = stage_j[t], jn = stage_j[t + 1];
-      R* zj = zs + j * zld + zl;
-      R* zj1 = zj + zld;
-      const R x = carry_col == j ? carry : *zj;
-      const R y = carry_col == j + 1 ? carry : *zj1;
+      const int jn = t + 1 < batch ? stage_j[t + 1] : j;
+      // Next rotation's operands, loaded before this rotation stores.
+      const R xn_loaded = zs[jn * zld + zl];
+      const R yn_loaded = zs[(jn + 1) * zld + zl];
       const R nx = s * y + c * x;  // new Z(·, j)
       const R ny = c * y - s * x;  // new Z(·, j+1)
-      const bool keep_x = jn == j - 1;  // a QL sweep continues downwards: column j stays in the register
-      const bool keep_y = jn == j + 1;  // a QR sweep continues upwards: column j+1 stays
-      if (!keep_x) *zj = nx;
-      if (!keep_y) *zj1 = ny;
-      carry = keep_x ? nx : ny;
-      carry_col = keep_x ? j : (keep_y ? j + 1 : -1);
+      zs[j * zld + zl] = nx;
+      zs[(j + 1) * zld + zl] = ny;
+      x = jn == j ? nx : (jn == j + 1 ? ny : xn_loaded);
+      y = jn + 1 == j ? nx : (jn + 1 == j + 1 ? ny : yn_loaded);
+      j = jn;
     }
   }
+  __syncwarp();
   if (mine)
     for (int j = 0; j < n; ++j) z[row + static_cast<long long>(j) * n] = zs[j * zld + zl];
 }
