@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "covflow/config/did_you_mean.hpp"
@@ -91,6 +93,41 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return {};
 }
 
+// Counts the documents of a stream and notes where each starts.
+class DocumentStarts final : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Refuses a stream of more than one document, and a token yaml-cpp 0.7 cannot start a node with
+// (a stray ','): its parser then reports an empty document without consuming the token — so
+// Load() would return an empty configuration and LoadAll() would never return (yaml-cpp issue
+// 1040, fixed upstream in 2024). Such a parser is recognised by a document that starts where
+// the previous one did.
+void check_single_document(std::string_view yaml, const Origin& origin, const std::string& key) {
+  std::istringstream stream{std::string(yaml)};
+  YAML::Parser parser(stream);
+  DocumentStarts documents;
+  while (documents.starts.size() < 2 && parser.HandleNextDocument(documents)) {}
+  if (documents.starts.size() < 2) return;
+  const YAML::Mark second = documents.starts[1];  // a copy: the vector grows below
+  if (second.pos == documents.starts[0].pos || (parser.HandleNextDocument(documents) && documents.starts[2].pos == second.pos)) {
+    const YAML::Mark stuck = documents.starts.back();
+    const char token = std::size_t(stuck.pos) < yaml.size() ? yaml[std::size_t(stuck.pos)] : ' ';
+    fail(origin.where(stuck), key, fmt::format("YAML syntax: a node cannot start with '{}'", token));
+  }
+  fail(origin.name, key, "expected one YAML document (got more)");
+}
+
 class Loader {
  public:
   explicit Loader(std::string base_where) : base_where_(std::move(base_where)) {}
@@ -153,6 +190,7 @@ class Loader {
     }
     YAML::Node value;
     try {
+      check_single_document(text.substr(equals + 1), origin, path);
       value = YAML::Load(text.substr(equals + 1));
     } catch (const YAML::Exception& e) {
       fail("--set", path, "YAML syntax: " + e.msg);
@@ -368,15 +406,16 @@ Config load(std::string_view yaml, const std::string& name, std::span<const std:
   Loader loader(has_file ? name : std::string("--set"));
   try {
     if (has_file) {
-      std::vector<YAML::Node> documents;
+      YAML::Node root;
       try {
-        documents = YAML::LoadAll(std::string(yaml));
+        check_single_document(yaml, Origin{name}, "-");
+        root = YAML::Load(std::string(yaml));
+      } catch (const YAML::DeepRecursion& e) {
+        fail(Origin{name}.where(e.mark), "-", "YAML syntax: collections nested too deeply");
       } catch (const YAML::ParserException& e) {
         fail(Origin{name}.where(e.mark), "-", "YAML syntax: " + e.msg);
       }
-      if (documents.size() > 1)
-        fail(name, "-", fmt::format("expected one YAML document (got {})", documents.size()));
-      if (!documents.empty()) loader.apply(documents.front(), "", YAML::Mark::null_mark(), Origin{name});
+      loader.apply(root, "", YAML::Mark::null_mark(), Origin{name});
     }
     for (const std::string& text : overrides) loader.apply_override(text);
   } catch (const YAML::Exception& e) {

@@ -68,7 +68,9 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"pipeline:\n  stages:\n    subspace:\n      angle_grid: {min_deg: 10, max_deg: 10}\n", {},
        "bad.yaml:4: pipeline.stages.subspace.angle_grid.max_deg: expected more than angle_grid.min_deg (10) (got 10)"},
       {"pipeline:\n  budget_ms: [4\n", {}, "bad.yaml:3: -: YAML syntax: end of sequence flow not found"},
-      {"a: 1\n---\nb: 2\n", {}, "bad.yaml: -: expected one YAML document (got 2)"},
+      {"a: 1\n---\nb: 2\n", {}, "bad.yaml: -: expected one YAML document (got more)"},
+      {"# comment\n, daemon:\n", {}, "bad.yaml:2: -: YAML syntax: a node cannot start with ','"},
+      {"", {"pipeline.budget_ms=,4"}, "--set: pipeline.budget_ms: YAML syntax: a node cannot start with ','"},
       {"just text\n", {}, "bad.yaml:1: (top level): expected a mapping of daemon, device, ingest, scenario, pipeline (got just text)"},
       // Command-line overrides.
       {"", {"pipeline.budgt_ms=4"},
