@@ -1,5 +1,7 @@
 #include "covflow/stages/ingest.hpp"
 
+#include <cerrno>
+
 #include <fmt/format.h>
 #include <zmq.hpp>
 
@@ -11,23 +13,34 @@ namespace {
 
 class ScenarioSource final : public FrameSource {
  public:
-  ScenarioSource(const config::ScenarioConfig& scenario, std::uint64_t frames, std::int64_t start_time_ns)
-      : generator_(scenario, start_time_ns), frames_(frames) {}
+  ScenarioSource(const config::ScenarioConfig& scenario, std::uint64_t frames, std::int64_t start_time_ns,
+                 replay::Clock* pace)
+      : generator_(scenario, start_time_ns), frames_(frames), pace_(pace) {}
   std::optional<replay::Frame> next(std::chrono::milliseconds) override {
     if (ended()) return std::nullopt;
+    replay::Frame frame = generator_.next();
+    if (pace_ != nullptr) {
+      if (produced_ == 0) first_due_ = pace_->now();
+      const std::chrono::nanoseconds due =
+          first_due_ + std::chrono::nanoseconds(frame.header.capture_time_ns - generator_.capture_time_ns(0));
+      if (pace_->now() < due) pace_->sleep_until(due);
+    }
     ++produced_;
-    return generator_.next();
+    return frame;
   }
   bool ended() const override { return frames_ != 0 && produced_ >= frames_; }
   std::string describe() const override {
     const auto& s = generator_.scenario();
-    return fmt::format("scenario ({} elements, {} sources, {} jammers, {} {} × {} cells at {} Hz, seed {})", s.elements,
-                       s.sources.size(), s.jammers.size(), s.snapshots, name(s.payload), s.cells, s.frame_rate_hz, s.seed);
+    return fmt::format("scenario ({} elements, {} sources, {} jammers, {} snapshots × {} cells, {} frames of {} at {} Hz, seed {})",
+                       s.elements, s.sources.size(), s.jammers.size(), s.snapshots, s.cells, name(s.payload),
+                       name(s.element_type), s.frame_rate_hz, s.seed);
   }
 
  private:
   ScenarioGenerator generator_;
   std::uint64_t frames_;
+  replay::Clock* pace_;
+  std::chrono::nanoseconds first_due_{0};
   std::uint64_t produced_ = 0;
 };
 
@@ -69,10 +82,15 @@ class ZmqSource final : public FrameSource {
     }
   }
   std::optional<replay::Frame> next(std::chrono::milliseconds wait) override {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, wait) == 0) return std::nullopt;
     zmq::message_t message;
-    if (!socket_.recv(message, zmq::recv_flags::dontwait)) return std::nullopt;
+    try {
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, wait) == 0) return std::nullopt;
+      if (!socket_.recv(message, zmq::recv_flags::dontwait)) return std::nullopt;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) return std::nullopt;  // a signal: the caller decides whether to stop
+      throw std::runtime_error(fmt::format("{}: receive failed: {}", endpoint_, e.what()));
+    }
     ++received_;
     try {
       return replay::format::decode_record({static_cast<const std::byte*>(message.data()), message.size()});
@@ -100,8 +118,8 @@ class ZmqSource final : public FrameSource {
 }  // namespace
 
 std::unique_ptr<FrameSource> scenario_source(const config::ScenarioConfig& scenario, std::uint64_t frames,
-                                             std::int64_t start_time_ns) {
-  return std::make_unique<ScenarioSource>(scenario, frames, start_time_ns);
+                                             std::int64_t start_time_ns, replay::Clock* pace) {
+  return std::make_unique<ScenarioSource>(scenario, frames, start_time_ns, pace);
 }
 
 std::unique_ptr<FrameSource> replay_source(const std::string& path, const replay::ReplayOptions& options) {

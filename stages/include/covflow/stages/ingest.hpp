@@ -31,9 +31,11 @@ class FrameSource {
   virtual std::string describe() const = 0;
 };
 
-// Scenario frames 0, 1, ..., `frames` of them (0: without end), as fast as they are generated.
+// Scenario frames 0, 1, ..., `frames` of them (0: without end). Without a clock they come as
+// fast as they are generated; with one, frame s is held back until s / frame_rate_hz after the
+// first, as a live sensor would deliver it.
 std::unique_ptr<FrameSource> scenario_source(const config::ScenarioConfig& scenario, std::uint64_t frames = 0,
-                                             std::int64_t start_time_ns = 0);
+                                             std::int64_t start_time_ns = 0, replay::Clock* pace = nullptr);
 
 // A frame file replayed as `options` say. Opening errors throw (replay::IoError, FormatError);
 // damage inside the file is skipped and counted.
