@@ -146,7 +146,9 @@ TEST(ReplayReader, SeekBySequenceWithAndWithoutIndex) {
       ASSERT_EQ(found, expected != sequences.end()) << "target " << target;
       const auto frame = reader.next();
       ASSERT_EQ(frame.has_value(), found);
-      if (found) EXPECT_EQ(frame->header.sequence, *expected) << "target " << target;
+      if (found) {
+        EXPECT_EQ(frame->header.sequence, *expected) << "target " << target;
+      }
     }
     EXPECT_TRUE(reader.damage().empty()) << test::damage_text(reader);
   }

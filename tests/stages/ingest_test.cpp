@@ -58,7 +58,7 @@ TEST(Ingest, RecordingStopsWhenAskedOrAtTheFrameCount) {
   {
     auto source = scenario_source(s);  // endless
     replay::Writer writer(dir / "count.cvf");
-    EXPECT_EQ(record_frames(*source, writer, {.max_frames = 5, .progress = {}}).frames, 5u);
+    EXPECT_EQ(record_frames(*source, writer, {.max_frames = 5}).frames, 5u);
   }
   {
     auto source = scenario_source(s);
@@ -112,7 +112,7 @@ TEST(Ingest, ZeroMqFeedIsRecordedAndDamagedMessagesAreCounted) {
   }
   {
     replay::Writer writer(dir / "feed.cvf");
-    const auto done = record_frames(*source, writer, {.max_frames = 4, .poll = milliseconds(50), .progress = {}});
+    const auto done = record_frames(*source, writer, {.max_frames = 4, .poll = milliseconds(50)});
     EXPECT_EQ(done.frames, 4u);
     EXPECT_EQ(done.rejected, 1u);
   }

@@ -34,8 +34,8 @@ struct ReplayOptions {
   double rate_hz = 100.0;  // Pace::fixed
   double speed = 1.0;      // > 0; multiplies the recorded or fixed rate
   bool loop = false;
-  std::optional<std::uint64_t> start_sequence;
-  std::optional<std::uint64_t> stop_sequence;
+  std::optional<std::uint64_t> start_sequence = std::nullopt;
+  std::optional<std::uint64_t> stop_sequence = std::nullopt;
 };
 
 // Monotonic time in nanoseconds from an arbitrary origin.

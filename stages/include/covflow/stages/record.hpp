@@ -22,7 +22,7 @@ struct RecordOptions {
   std::uint64_t max_frames = 0;              // 0: until the source ends or `stop` is set
   const std::atomic<bool>* stop = nullptr;   // checked between frames (a signal handler sets it)
   std::chrono::milliseconds poll{100};       // how long one wait on a live source lasts
-  std::function<void(const RecordProgress&)> progress;  // after every frame, and once at the end
+  std::function<void(const RecordProgress&)> progress = nullptr;  // after every frame, and once at the end
 };
 
 // Writes frames until the count is reached, the source ends or `stop` is set. The writer is
