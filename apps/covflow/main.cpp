@@ -55,8 +55,8 @@ struct ConfigOptions {
   std::vector<std::string> overrides;
 
   void add_to(CLI::App* command) {
-    command->add_option("--config", file, "YAML configuration (docs/config.md); default: the built-in demo")
-        ->check(CLI::ExistingFile);
+    // No CLI11 existence check: a missing file is a configuration error (exit 3) like any other.
+    command->add_option("--config", file, "YAML configuration (docs/config.md); default: the built-in demo");
     command->add_option("--set", overrides, "Override a configuration key, KEY=VALUE (repeatable)");
   }
   config::Config load() const { return file.empty() ? config::load_defaults(overrides) : config::load_file(file, overrides); }

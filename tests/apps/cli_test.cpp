@@ -136,6 +136,9 @@ TEST(Cli, ConfigErrorsExitThree) {
             "covflow: error: --set: scenario.elemnts: unknown key; expected one of elements, spacing_wavelengths, sources, "
             "jammers, snapshots, cells, frame_rate_hz, seed, payload, element_type; did you mean 'scenario.elements'?\n");
   EXPECT_FALSE(std::filesystem::exists(dir / "x.cvf"));
+  const Outcome missing = run(dir, covflow_cli + " synth -o x.cvf --config nowhere.yaml");
+  EXPECT_EQ(missing.code, 3);
+  EXPECT_EQ(missing.err, "covflow: error: nowhere.yaml: -: cannot read the file (No such file or directory)\n");
 }
 
 TEST(Cli, RecordFromTheGeneratorAndFromAZeroMqFeed) {
