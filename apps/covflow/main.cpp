@@ -19,8 +19,8 @@
 #include "covflow/replay/writer.hpp"
 #include "covflow/stages/ingest.hpp"
 #include "covflow/stages/record.hpp"
-#include "exit_codes.hpp"
-#include "progress.hpp"
+#include "common/guarded_main.hpp"
+#include "common/progress.hpp"
 
 namespace {
 
@@ -32,7 +32,7 @@ extern "C" void on_signal(int) { stop_requested = true; }
 int run_version() {
   const auto& info = config::build_info();
   fmt::print("covflow {} ({}; CUDA architectures: {})\n", info.version, info.build_type, info.cuda_architectures);
-  return apps::exit_ok;
+  return exit_code::ok;
 }
 
 int run_devices() {
@@ -40,13 +40,13 @@ int run_devices() {
   const DeviceProbe probe = probe_devices();
   if (!probe.available()) {
     fmt::print("no GPU: {}\nthe CPU backend is available\n", probe.reason);
-    return apps::exit_ok;
+    return exit_code::ok;
   }
   for (const DeviceInfo& d : probe.devices)
     fmt::print("cuda:{}  {}  sm_{}{}  {} SMs  {:.1f} GiB  L2 {} MiB  smem/block {} KiB\n", d.index, d.name, d.cc_major,
                d.cc_minor, d.multiprocessors, static_cast<double>(d.global_memory) / (1 << 30), d.l2_cache >> 20,
                d.shared_memory_per_block >> 10);
-  return apps::exit_ok;
+  return exit_code::ok;
 }
 
 // Options shared by the subcommands that read the daemon's configuration.
@@ -84,7 +84,7 @@ int record(stages::FrameSource& source, const std::string& out, const replay::Wr
                           source.describe(), done.rejected ? fmt::format("; {} messages rejected", done.rejected) : std::string(),
                           stop_requested ? " (interrupted)" : ""));
   if (done.rejected) std::fprintf(stderr, "covflow: last rejected: %s\n", source.last_problem().c_str());
-  return apps::exit_ok;
+  return exit_code::ok;
 }
 
 std::string utc(std::int64_t unix_ns) {
@@ -127,12 +127,12 @@ int run_inspect(const std::string& path, bool verify, bool list_records) {
   }
   if (r.whole()) {
     fmt::print("  damage: none\n");
-    return apps::exit_ok;
+    return exit_code::ok;
   }
   fmt::print("  damage: {} place{} (on stderr)\n", r.damage.size(), r.damage.size() == 1 ? "" : "s");
   for (const replay::Damage& d : r.damage)
     std::fprintf(stderr, "covflow: %s: %s: %s\n", path.c_str(), std::string(name(d.kind)).c_str(), d.message().c_str());
-  return apps::exit_damage;
+  return exit_code::input_damaged;
 }
 
 }  // namespace
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   if (const int code = apps::parse_command_line(app, argc, argv); code >= 0) return code;
   if (record_command->parsed() && record_synth == !record_endpoint.empty()) {
     std::fprintf(stderr, "covflow record: give exactly one of --synth and --connect ENDPOINT\nRun with --help for more information.\n");
-    return apps::exit_usage;
+    return exit_code::usage;
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -212,6 +212,6 @@ int main(int argc, char** argv) {
       }
       return record(*source, record_out, writer, record_frames, "recorded");
     }
-    return apps::exit_usage;
+    return exit_code::usage;
   });
 }

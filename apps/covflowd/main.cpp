@@ -21,7 +21,7 @@
 #include "covflow/linalg/device.hpp"
 #include "covflow/pipeline/logging.hpp"
 #include "covflow/stages/ingest.hpp"
-#include "exit_codes.hpp"
+#include "common/guarded_main.hpp"
 #if COVFLOW_HAS_CUDA
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
@@ -131,7 +131,7 @@ int run_demo(const config::Config& cfg, int frames) {
   }
   fmt::print("  frames in {}, done {}, not snapshots {}, rejected {}, dropped 0, late n/a (no budget until issue 5)\n", taken,
              latency_ms.size(), skipped, source->rejected());
-  return apps::exit_ok;
+  return exit_code::ok;
 }
 
 }  // namespace
@@ -166,14 +166,14 @@ int main(int argc, char** argv) {
   }
   if (print_reference) {
     fmt::print("{}", config::reference_markdown());
-    return apps::exit_ok;
+    return exit_code::ok;
   }
   return apps::run_guarded("covflowd", [&]() -> int {
     if (!device.empty()) overrides.push_back("device.backend=" + device);
     const config::Config cfg = config_file.empty() ? config::load_defaults(overrides) : config::load_file(config_file, overrides);
     if (print_config) {
       fmt::print("{}", config::to_yaml(cfg));
-      return apps::exit_ok;
+      return exit_code::ok;
     }
     pipeline::set_log_level(std::string(name(cfg.daemon.log_level)));
     std::signal(SIGINT, on_signal);
