@@ -1,9 +1,15 @@
-// covflow: the command-line tool. Subcommands are added by the issues that build them
-// (synth, inspect, record, replay, stats, ctl, linalg ...); this file only wires them.
+// covflow: the command-line tool. Subcommands are added by the issues that build them; this file
+// only parses arguments and wires modules (exit codes: apps/common/exit_codes.hpp, docs/cli.md).
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,15 +17,26 @@
 #include "common/exit_codes.hpp"
 #include "common/linalg_cli.hpp"
 #include "covflow/config/build_info.hpp"
+#include "covflow/config/load.hpp"
 #include "covflow/linalg/device.hpp"
+#include "covflow/replay/inspect.hpp"
+#include "covflow/replay/writer.hpp"
+#include "covflow/stages/ingest.hpp"
+#include "covflow/stages/record.hpp"
+#include "common/guarded_main.hpp"
+#include "common/progress.hpp"
 
 namespace {
 
+using namespace covflow;
+
+std::atomic<bool> stop_requested{false};
+extern "C" void on_signal(int) { stop_requested = true; }
+
 int run_version() {
-  const auto& info = covflow::config::build_info();
-  fmt::print("covflow {} ({}; CUDA architectures: {})\n", info.version, info.build_type,
-             info.cuda_architectures);
-  return 0;
+  const auto& info = config::build_info();
+  fmt::print("covflow {} ({}; CUDA architectures: {})\n", info.version, info.build_type, info.cuda_architectures);
+  return exit_code::ok;
 }
 
 int run_devices() {
@@ -27,13 +44,99 @@ int run_devices() {
   const DeviceProbe probe = probe_devices();
   if (!probe.available()) {
     fmt::print("no GPU: {}\nthe CPU backend is available\n", probe.reason);
-    return 0;
+    return exit_code::ok;
   }
   for (const DeviceInfo& d : probe.devices)
-    fmt::print("cuda:{}  {}  sm_{}{}  {} SMs  {:.1f} GiB  L2 {} MiB  smem/block {} KiB\n", d.index, d.name,
-               d.cc_major, d.cc_minor, d.multiprocessors, static_cast<double>(d.global_memory) / (1 << 30),
-               d.l2_cache >> 20, d.shared_memory_per_block >> 10);
-  return 0;
+    fmt::print("cuda:{}  {}  sm_{}{}  {} SMs  {:.1f} GiB  L2 {} MiB  smem/block {} KiB\n", d.index, d.name, d.cc_major,
+               d.cc_minor, d.multiprocessors, static_cast<double>(d.global_memory) / (1 << 30), d.l2_cache >> 20,
+               d.shared_memory_per_block >> 10);
+  return exit_code::ok;
+}
+
+// Options shared by the subcommands that read the daemon's configuration.
+struct ConfigOptions {
+  std::string file;
+  std::vector<std::string> overrides;
+
+  void add_to(CLI::App* command) {
+    // No CLI11 existence check: a missing file is a configuration error (exit 3) like any other.
+    command->add_option("--config", file, "YAML configuration (docs/config.md); default: the built-in demo");
+    command->add_option("--set", overrides, "Override a configuration key, KEY=VALUE (repeatable)");
+  }
+  config::Config load() const { return file.empty() ? config::load_defaults(overrides) : config::load_file(file, overrides); }
+};
+
+std::string megabytes(std::uint64_t bytes) { return fmt::format("{:.1f} MB", double(bytes) / 1e6); }
+
+// The recorder's loop with a progress line; shared by synth and record.
+int record(stages::FrameSource& source, const std::string& out, const replay::WriterOptions& writer_options,
+           std::uint64_t frames, const char* verb) {
+  replay::Writer writer(out, writer_options);
+  apps::ProgressLine line;
+  stages::RecordOptions options;
+  options.max_frames = frames;
+  options.stop = &stop_requested;
+  options.progress = [&](const stages::RecordProgress& p) {
+    const std::string of = frames == 0 ? std::string() : fmt::format("/{}", frames);
+    line.update(fmt::format("{} {}{} frames, {}, {:.1f} s, {:.1f} frames/s{}", verb, p.frames, of, megabytes(p.bytes), p.elapsed_s,
+                            p.elapsed_s > 0 ? double(p.frames) / p.elapsed_s : 0.0,
+                            p.rejected ? fmt::format(", {} rejected", p.rejected) : std::string()));
+  };
+  const stages::RecordProgress done = stages::record_frames(source, writer, options);
+  writer.close();
+  line.finish(fmt::format("{}: {} frames, {} in {:.2f} s from {}{}{}", out, done.frames, megabytes(writer.bytes()), done.elapsed_s,
+                          source.describe(), done.rejected ? fmt::format("; {} messages rejected", done.rejected) : std::string(),
+                          stop_requested ? " (interrupted)" : ""));
+  if (done.rejected) std::fprintf(stderr, "covflow: last rejected: %s\n", source.last_problem().c_str());
+  return exit_code::ok;
+}
+
+std::string utc(std::int64_t unix_ns) {
+  if (unix_ns == 0) return "unknown";
+  const std::time_t seconds = std::time_t(unix_ns / 1'000'000'000);
+  std::tm parts{};
+  gmtime_r(&seconds, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+int run_inspect(const std::string& path, bool verify, bool list_records) {
+  replay::Reader reader{std::filesystem::path(path)};
+  const replay::ScanReport r = replay::scan(reader, {.check_payloads = verify, .keep_records = list_records});
+  fmt::print("{}\n", path);
+  fmt::print("  format version {}, created {}, {} bytes\n", r.file_header.version, utc(r.file_header.created_unix_ns), r.file_size);
+  if (r.records == 0) {
+    fmt::print("  records: none\n");
+  } else {
+    fmt::print("  records: {} (sequences {} .. {}; {} gaps, {} out of order)\n", r.records, *r.first_sequence, *r.last_sequence,
+               r.sequence_gaps, r.out_of_order);
+    const double span_s = double(r.last_capture_ns - r.first_capture_ns) / 1e9;
+    fmt::print("  capture times: {:.6f} s .. {:.6f} s (span {:.3f} s{})\n", double(r.first_capture_ns) / 1e9,
+               double(r.last_capture_ns) / 1e9, span_s,
+               r.records > 1 ? fmt::format(", mean interval {:.3f} ms", span_s * 1e3 / double(r.records - 1)) : std::string());
+    fmt::print("  payloads: {} bytes\n", r.payload_bytes);
+    for (const auto& [shape, count] : r.shapes) fmt::print("    {} × {}\n", count, shape);
+  }
+  fmt::print("  index: {}\n", r.index_present ? "present" : "absent (records found by scanning)");
+  fmt::print("  CRCs: {}\n", verify ? "headers and payloads checked" : "headers checked (payloads with --verify)");
+  if (list_records) {
+    fmt::print("\n  {:>12}  {:>10}  {:>20}  {:<11} {:<5} {:>16}  {:>10}\n", "offset", "sequence", "capture_ns", "kind", "type",
+               "dimensions", "bytes");
+    for (const replay::RecordInfo& info : r.record_list) {
+      const auto& h = info.header;
+      fmt::print("  {:>12}  {:>10}  {:>20}  {:<11} {:<5} {:>16}  {:>10}\n", info.offset, h.sequence, h.capture_time_ns,
+                 name(h.kind), name(h.element_type), fmt::format("{}×{}×{}", h.rows, h.cols, h.count), h.payload_bytes());
+    }
+  }
+  if (r.whole()) {
+    fmt::print("  damage: none\n");
+    return exit_code::ok;
+  }
+  fmt::print("  damage: {} place{} (on stderr)\n", r.damage.size(), r.damage.size() == 1 ? "" : "s");
+  for (const replay::Damage& d : r.damage)
+    std::fprintf(stderr, "covflow: %s: %s: %s\n", path.c_str(), std::string(name(d.kind)).c_str(), d.message().c_str());
+  return exit_code::input_damaged;
 }
 
 }  // namespace
@@ -41,21 +144,80 @@ int run_devices() {
 int main(int argc, char** argv) {
   CLI::App app{"covflow: record, replay, inspect and compute on radar frames"};
   app.require_subcommand(1);
+  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration, 4 damaged data, 5 I/O, 6 device unavailable.");
+
   auto* version = app.add_subcommand("version", "Print the version and build configuration");
   auto* devices = app.add_subcommand("devices", "List the CUDA devices covflow can use");
   covflow::cli::LinalgCommands linalg(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? covflow::exit_code::ok : covflow::exit_code::usage;
+
+  auto* synth = app.add_subcommand("synth", "Write frames of the built-in scenario to a frame file");
+  ConfigOptions synth_config;
+  std::string synth_out;
+  std::uint64_t synth_frames = 100;
+  bool synth_force = false;
+  synth->add_option("--out,-o", synth_out, "Frame file to write")->required();
+  synth->add_option("--frames,-n", synth_frames, "Frames to write")->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 40));
+  synth->add_flag("--force", synth_force, "Overwrite the output file if it exists");
+  synth_config.add_to(synth);
+  synth->footer("The scenario is the configuration's `scenario` section, e.g. --set scenario.payload=covariance.");
+
+  auto* inspect = app.add_subcommand("inspect", "Summarise a frame file; --verify checks every record");
+  std::string inspect_path;
+  bool inspect_verify = false, inspect_records = false;
+  inspect->add_option("file", inspect_path, "Frame file")->required();
+  inspect->add_flag("--verify", inspect_verify, "Read every payload and check its CRC; exit 4 on any damage");
+  inspect->add_flag("--records", inspect_records, "List every record");
+
+  auto* record_command = app.add_subcommand("record", "Record frames from the scenario generator or a ZeroMQ feed");
+  ConfigOptions record_config;
+  std::string record_out, record_endpoint, record_pattern;
+  bool record_synth = false, record_force = false, record_sync = false;
+  std::uint64_t record_frames = 0;
+  auto* from_synth = record_command->add_flag("--synth", record_synth, "Record the scenario generator, paced at its frame rate");
+  auto* from_feed = record_command->add_option("--connect", record_endpoint, "Record a ZeroMQ feed from this endpoint");
+  from_synth->excludes(from_feed);
+  record_command->add_option("--pattern", record_pattern, "Socket for --connect: sub or pull (default: ingest.zmq.pattern)")
+      ->check(CLI::IsMember({"sub", "pull"}));
+  record_command->add_option("--out,-o", record_out, "Frame file to write")->required();
+  record_command->add_option("--frames,-n", record_frames, "Frames to record (default: until interrupted)");
+  record_command->add_flag("--force", record_force, "Overwrite the output file if it exists");
+  record_command->add_flag("--sync", record_sync, "fdatasync every record (survives a power cut; slower)");
+  record_config.add_to(record_command);
+
+  if (const int code = apps::parse_command_line(app, argc, argv); code >= 0) return code;
+  if (record_command->parsed() && record_synth == !record_endpoint.empty()) {
+    std::fprintf(stderr, "covflow record: give exactly one of --synth and --connect ENDPOINT\nRun with --help for more information.\n");
+    return exit_code::usage;
   }
-  try {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  return apps::run_guarded("covflow", [&]() -> int {
     if (version->parsed()) return run_version();
     if (devices->parsed()) return run_devices();
     if (linalg.parsed()) return linalg.run(std::cout, std::cerr);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "covflow: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    if (synth->parsed()) {
+      const config::Config cfg = synth_config.load();
+      auto source = stages::scenario_source(cfg.scenario, synth_frames);
+      return record(*source, synth_out, {.overwrite = synth_force}, synth_frames, "synth");
+    }
+    if (inspect->parsed()) return run_inspect(inspect_path, inspect_verify, inspect_records);
+    if (record_command->parsed()) {
+      const config::Config cfg = record_config.load();
+      const replay::WriterOptions writer{.overwrite = record_force, .sync_each_record = record_sync};
+      std::unique_ptr<stages::FrameSource> source;
+      if (record_synth) {
+        const auto now = std::chrono::system_clock::now().time_since_epoch();
+        source = stages::scenario_source(cfg.scenario, record_frames,
+                                         std::chrono::duration_cast<std::chrono::nanoseconds>(now).count(), &replay::steady_clock());
+      } else {
+        const auto pattern = record_pattern.empty() ? cfg.ingest.zmq.pattern
+                             : record_pattern == "sub" ? config::ZmqPattern::sub
+                                                       : config::ZmqPattern::pull;
+        source = stages::zmq_source(record_endpoint, pattern);
+      }
+      return record(*source, record_out, writer, record_frames, "recorded");
+    }
+    return exit_code::usage;
+  });
 }

@@ -137,7 +137,9 @@ struct Layout {
       // The rotation buffer takes what is left of twice the input's size (at least 2n rotations).
       const double n2 = double(n) * n;
       const double left = 2.0 * n2 * sizeof(T) * 0.95 - n2 * sizeof(R) - n2 / 2 * sizeof(T) - 8.0 * n * sizeof(T);
-      capacity = std::max<long long>(2LL * n, static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)));
+      // At least one group of sweeps (tridiagonal_qr pauses only between groups).
+      capacity = std::max<long long>(static_cast<long long>(kDefaultShifts) * n,
+                                     static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)));
       rounds = static_cast<int>((6.0 * n2 + capacity - 1) / capacity) + 1;
       off_cs = take(2 * sizeof(R) * static_cast<std::size_t>(count) * capacity);
       off_plane = take(sizeof(std::uint16_t) * static_cast<std::size_t>(count) * capacity);

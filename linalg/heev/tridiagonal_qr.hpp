@@ -517,7 +517,9 @@ __device__ void pipelined_sweeps(R* d, R* e, int l, int mm, bool ql, const R* mu
 // Diagonalises the symmetric tridiagonal (d[0..n), e[0..n−1)) in place: on `done`, d holds the
 // eigenvalues, unsorted (sorting, and the matching column permutation, is the caller's), and e is
 // destroyed. Before each group of sweeps it asks sink.reserve(rotations); a sink that answers false
-// stops the iteration (`paused`), and calling again with the same state continues.
+// stops the iteration (`paused`), and calling again with the same state continues. A pausing sink
+// must be able to take kShifts·(n−1) rotations once empty, or the iteration cannot progress; the
+// sequence of rotations never depends on the sink.
 //
 // Shifts (§3.2): ?steqr takes one Wilkinson shift per sweep, so every sweep waits for the previous
 // one to finish — a chain of ≈1.1·n² dependent rotations, which is what bounds heev's time on a

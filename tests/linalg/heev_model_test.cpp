@@ -258,7 +258,8 @@ TEST(TridiagonalQr, PausesAtSweepBoundariesAndResumesExactly) {
         s.push_back(sj);
       }
     } pieces;
-    pieces.capacity = std::max(n, 8);
+    // The smallest buffer the iteration accepts: one group of kDefaultShifts sweeps of n−1 rotations.
+    pieces.capacity = std::max(detail::kDefaultShifts * (n - 1), 1);
     std::vector<double> d2 = d0, e2 = e0;
     detail::QrState s2;
     int pauses = 0;

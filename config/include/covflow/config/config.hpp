@@ -1,0 +1,178 @@
+// The daemon's configuration as plain, validated structs. covflow::config parses YAML into these
+// once (load.hpp); nothing outside config/ sees YAML. Every default below is the documented
+// default (docs/config.md is generated from the schema, which reads them from here): with no
+// file at all, covflowd runs the built-in demo scenario.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace covflow::config {
+
+// Enumerations: the YAML spelling of each value is its name() (the enumerator's name, except
+// Backend::automatic, spelled "auto").
+enum class LogLevel { trace, debug, info, warn, error, critical, off };
+enum class Backend { automatic, cuda, cpu };
+enum class IngestSource { synth, file, zmq };
+enum class Pace { recorded, fixed, fast };
+enum class ZmqPattern { sub, pull };
+enum class ScenarioPayload { snapshots, covariance };
+enum class SampleType { cf32, cf64 };
+enum class Overflow { drop_oldest, reject_newest, block };
+enum class SourceCountRule { mdl, aic };
+enum class CompressFormat { tlr, h2 };
+
+std::string_view name(LogLevel value);
+std::string_view name(Backend value);
+std::string_view name(IngestSource value);
+std::string_view name(Pace value);
+std::string_view name(ZmqPattern value);
+std::string_view name(ScenarioPayload value);
+std::string_view name(SampleType value);
+std::string_view name(Overflow value);
+std::string_view name(SourceCountRule value);
+std::string_view name(CompressFormat value);
+
+struct DaemonConfig {
+  std::string results_endpoint = "tcp://127.0.0.1:5600";
+  std::string reports_endpoint = "tcp://127.0.0.1:5601";
+  std::string control_endpoint = "tcp://127.0.0.1:5602";
+  std::int64_t report_interval_ms = 1000;
+  LogLevel log_level = LogLevel::info;
+  bool operator==(const DaemonConfig&) const = default;
+};
+
+struct DeviceConfig {
+  Backend backend = Backend::automatic;
+  std::vector<std::int64_t> gpus;  // empty: every GPU of the host
+  bool operator==(const DeviceConfig&) const = default;
+};
+
+struct FileIngestConfig {
+  std::string path;
+  Pace pace = Pace::recorded;
+  double rate_hz = 100.0;
+  double speed = 1.0;
+  bool loop = false;
+  std::optional<std::int64_t> start_seq;
+  std::optional<std::int64_t> stop_seq;
+  bool operator==(const FileIngestConfig&) const = default;
+};
+
+struct ZmqIngestConfig {
+  std::string endpoint = "tcp://127.0.0.1:5550";
+  ZmqPattern pattern = ZmqPattern::sub;
+  bool operator==(const ZmqIngestConfig&) const = default;
+};
+
+struct IngestConfig {
+  IngestSource source = IngestSource::synth;
+  FileIngestConfig file;
+  ZmqIngestConfig zmq;
+  bool operator==(const IngestConfig&) const = default;
+};
+
+// A plane-wave emitter seen by the array: direction from broadside and power relative to the
+// noise power of one element (docs/scenario.md).
+struct Emitter {
+  double angle_deg = 0.0;
+  double power_db = 0.0;
+  bool operator==(const Emitter&) const = default;
+};
+
+struct ScenarioConfig {
+  std::int64_t elements = 16;
+  double spacing_wavelengths = 0.5;
+  std::vector<Emitter> sources{{-20.0, 10.0}, {5.0, 10.0}, {31.0, 10.0}};
+  std::vector<Emitter> jammers{{48.0, 30.0}};
+  std::int64_t snapshots = 200;
+  std::int64_t cells = 180;
+  double frame_rate_hz = 100.0;
+  std::int64_t seed = 1;
+  ScenarioPayload payload = ScenarioPayload::snapshots;
+  SampleType element_type = SampleType::cf64;
+  bool operator==(const ScenarioConfig&) const = default;
+};
+
+struct CovarianceStageConfig {
+  bool enabled = true;
+  double diagonal_loading = 0.0;
+  std::int64_t window = 1;
+  double forgetting = 1.0;
+  bool operator==(const CovarianceStageConfig&) const = default;
+};
+
+struct AngleGrid {
+  double min_deg = -90.0;
+  double max_deg = 90.0;
+  double step_deg = 0.5;
+  bool operator==(const AngleGrid&) const = default;
+};
+
+struct SubspaceStageConfig {
+  bool enabled = true;
+  bool degradable = false;
+  double budget_ms = 0.0;
+  SourceCountRule source_count = SourceCountRule::mdl;
+  AngleGrid angle_grid;
+  bool operator==(const SubspaceStageConfig&) const = default;
+};
+
+struct AdaptiveStageConfig {
+  bool enabled = true;
+  bool degradable = true;
+  double budget_ms = 0.0;
+  double look_deg = 5.0;
+  std::int64_t window_snapshots = 200;
+  std::int64_t update_rank = 8;
+  double diagonal_loading = 0.01;
+  bool operator==(const AdaptiveStageConfig&) const = default;
+};
+
+struct CompressStageConfig {
+  bool enabled = false;
+  bool degradable = true;
+  double budget_ms = 0.0;
+  CompressFormat format = CompressFormat::tlr;
+  std::int64_t tile_size = 32;
+  double tolerance = 1e-6;
+  std::int64_t max_rank = 16;
+  bool operator==(const CompressStageConfig&) const = default;
+};
+
+struct PublishStageConfig {
+  bool enabled = true;
+  std::string record_path;  // empty: results are not recorded
+  bool operator==(const PublishStageConfig&) const = default;
+};
+
+struct StagesConfig {
+  CovarianceStageConfig covariance;
+  SubspaceStageConfig subspace;
+  AdaptiveStageConfig adaptive;
+  CompressStageConfig compress;
+  PublishStageConfig publish;
+  bool operator==(const StagesConfig&) const = default;
+};
+
+struct PipelineConfig {
+  double budget_ms = 10.0;
+  std::int64_t queue_depth = 8;
+  Overflow overflow = Overflow::drop_oldest;
+  StagesConfig stages;
+  bool operator==(const PipelineConfig&) const = default;
+};
+
+struct Config {
+  DaemonConfig daemon;
+  DeviceConfig device;
+  IngestConfig ingest;
+  ScenarioConfig scenario;
+  PipelineConfig pipeline;
+  bool operator==(const Config&) const = default;
+};
+
+}  // namespace covflow::config

@@ -1,0 +1,103 @@
+// Reader: the records of a frame file, in file order, each checked against its CRCs.
+//
+// Damage never stops a reader. A record whose header or payload does not check out, bytes that
+// are not records, a tail cut short mid-record, a damaged index: each becomes one Damage entry
+// with its byte offset, and reading resumes at the next valid record header (found by searching
+// for the record magic and checking the header CRC there). No buffer is sized from a header
+// before its CRC has checked out and its payload has been found to fit in the file.
+//
+// Only two things throw: a source that is not a frame file at all (bad magic, unknown version:
+// FormatError) and a failing read (IoError).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "covflow/replay/byte_source.hpp"
+#include "covflow/replay/format.hpp"
+#include "covflow/replay/frame.hpp"
+
+namespace covflow::replay {
+
+enum class DamageKind {
+  file_header,  // the file header's CRC does not match
+  truncated,    // the file ends inside the file header or inside a record
+  bad_record,   // bytes that are not a valid record header (bad magic, CRC, fields); skipped
+  payload_crc,  // a record whose header is valid but whose CRC over header and payload fails
+  index,        // the index or its footer is damaged or disagrees with the records
+};
+std::string_view name(DamageKind kind);
+
+struct Damage {
+  std::uint64_t offset = 0;  // first damaged byte
+  std::uint64_t length = 0;  // bytes given up on from there
+  DamageKind kind = DamageKind::bad_record;
+  std::string detail;
+
+  // "offset N: detail"
+  std::string message() const;
+};
+
+struct RecordInfo {
+  std::uint64_t offset = 0;  // of the record header
+  FrameHeader header;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::filesystem::path& path);
+  explicit Reader(std::unique_ptr<ByteSource> source);
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+  ~Reader();
+
+  const std::string& name() const;
+  std::uint64_t file_size() const;
+  const format::FileHeader& file_header() const { return file_header_; }
+  // The index, when the file ends with one that checks out.
+  const std::optional<std::vector<format::IndexEntry>>& index() const { return index_; }
+
+  // The next whole record whose CRCs check out; nullopt at the end of the records.
+  std::optional<Frame> next();
+  // The next record's header (header CRC checked; the payload is neither read nor checked).
+  std::optional<RecordInfo> next_header();
+  // Offset of the record the last next()/next_header() returned.
+  std::uint64_t last_offset() const { return last_offset_; }
+
+  // Back to the first record.
+  void rewind();
+  // Positions the reader at the first record, in file order, whose sequence number is at least
+  // `sequence` (through the index when there is one, by scanning headers otherwise); false and
+  // at the end when there is none.
+  bool seek_sequence(std::uint64_t sequence);
+  std::uint64_t position() const { return position_; }
+  // Where the records end: the index's offset, or the file's size.
+  std::uint64_t records_end() const { return records_end_; }
+
+  // Everything found wrong so far, each place once, in the order found.
+  const std::vector<Damage>& damage() const { return damage_; }
+
+ private:
+  void open();
+  void load_index();
+  bool advance(bool want_payload, RecordInfo& info, std::vector<std::byte>* payload);
+  std::uint64_t find_next_record(std::uint64_t from);
+  void report(std::uint64_t offset, std::uint64_t length, DamageKind kind, std::string detail);
+
+  std::unique_ptr<ByteSource> source_;
+  format::FileHeader file_header_;
+  std::optional<std::vector<format::IndexEntry>> index_;
+  std::uint64_t records_begin_ = 0;
+  std::uint64_t records_end_ = 0;
+  std::uint64_t position_ = 0;
+  std::uint64_t last_offset_ = 0;
+  std::vector<Damage> damage_;
+  std::set<std::uint64_t> reported_;
+};
+
+}  // namespace covflow::replay

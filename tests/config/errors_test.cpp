@@ -1,0 +1,134 @@
+// Bad configurations and the exact message each gets: FILE:LINE: KEY: what was expected (got ...)
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "covflow/config/load.hpp"
+#include "test_support.hpp"
+
+namespace covflow::config {
+namespace {
+
+struct BadConfig {
+  std::string yaml;
+  std::vector<std::string> overrides;
+  std::string message;
+};
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides) {
+  try {
+    load_string(yaml, "bad.yaml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(ConfigErrors, MessagesNameFileLineAndKey) {
+  const BadConfig cases[] = {
+      {"pipeline:\n  budgt_ms: 4\n", {},
+       "bad.yaml:2: pipeline.budgt_ms: unknown key; expected one of budget_ms, queue_depth, overflow, stages; "
+       "did you mean 'budget_ms'?"},
+      {"pipline:\n  budget_ms: 4\n", {},
+       "bad.yaml:1: pipline: unknown key; expected one of daemon, device, ingest, scenario, pipeline; did you mean 'pipeline'?"},
+      {"# latency\npipeline:\n  budget_ms: -4\n", {}, "bad.yaml:3: pipeline.budget_ms: expected a number in (0, 60000] (got -4)"},
+      {"pipeline:\n  budget_ms: \"4\"\n", {}, "bad.yaml:2: pipeline.budget_ms: expected a number in (0, 60000] (got \"4\")"},
+      {"pipeline:\n  queue_depth: 2.5\n", {}, "bad.yaml:2: pipeline.queue_depth: expected an integer in [1, 4096] (got 2.5)"},
+      {"pipeline:\n  budget_ms: 4\n  budget_ms: 5\n", {}, "bad.yaml:3: pipeline.budget_ms: given twice (first on line 2)"},
+      {"pipeline: [1, 2]\n", {}, "bad.yaml:1: pipeline: expected a mapping of budget_ms, queue_depth, overflow, stages (got a list)"},
+      {"device:\n  backend: cdua\n", {},
+       "bad.yaml:2: device.backend: expected one of auto, cuda, cpu (got cdua); did you mean 'cuda'?"},
+      {"device:\n  gpus: [0, 1, 1]\n", {}, "bad.yaml:2: device.gpus[2]: expected each id once (got 1 again)"},
+      {"device:\n  gpus:\n    - 0\n    - 64\n", {}, "bad.yaml:4: device.gpus[1]: expected an integer in [0, 63] (got 64)"},
+      {"device:\n  backend: cpu\n  gpus: [0]\n", {}, "bad.yaml:3: device.gpus: expected no GPU ids when device.backend is 'cpu' (got [0])"},
+      {"ingest:\n  source: file\n", {}, "bad.yaml:2: ingest.file.path: required when ingest.source is 'file' (got nothing)"},
+      {"ingest:\n  file:\n    loop: yes\n", {}, "bad.yaml:3: ingest.file.loop: expected true or false (got yes)"},
+      {"ingest:\n  file:\n    start_seq: 10\n    stop_seq: 5\n", {},
+       "bad.yaml:4: ingest.file.stop_seq: expected at least ingest.file.start_seq (10) (got 5)"},
+      {"scenario:\n  sources:\n    - {angle_deg: 10, powr_db: 3}\n", {},
+       "bad.yaml:3: scenario.sources[0].powr_db: unknown key; expected one of angle_deg, power_db; did you mean 'power_db'?"},
+      {"scenario:\n  jammers:\n    - angle_deg: 12\n      power_db: 20\n    - angle_deg: 95\n      power_db: 20\n", {},
+       "bad.yaml:5: scenario.jammers[1].angle_deg: expected a number in [-90, 90] (got 95)"},
+      {"scenario:\n  jammers:\n    - angle_deg: 12\n", {},
+       "bad.yaml:3: scenario.jammers[0].power_db: required: expected a number in [-100, 100] (got nothing)"},
+      {"scenario:\n  elements: 4\n", {},
+       "bad.yaml:2: scenario.elements: expected fewer emitters (sources and jammers) than scenario.elements (4) (got 4)"},
+      {"scenario:\n  snapshots: 100000\n  cells: 10000\n", {},
+       "bad.yaml:3: scenario.cells: expected a frame of at most 4294967296 bytes (got 256000000000 bytes: 1600000 samples "
+       "per cell × 10000 cells × 16 bytes)"},
+      {"daemon:\n  results_endpoint: tcp://127.0.0.1\n", {},
+       "bad.yaml:2: daemon.results_endpoint: expected a tcp endpoint as tcp://HOST:PORT (got tcp://127.0.0.1)"},
+      {"daemon:\n  control_endpoint: tcp://127.0.0.1:5600\n", {},
+       "bad.yaml:2: daemon.control_endpoint: expected an endpoint other than daemon.results_endpoint's (got "
+       "\"tcp://127.0.0.1:5600\")"},
+      {"daemon:\n  log_level: verbose\n", {},
+       "bad.yaml:2: daemon.log_level: expected one of trace, debug, info, warn, error, critical, off (got verbose)"},
+      {"pipeline:\n  stages:\n    subspace:\n      budget_ms: 20\n", {},
+       "bad.yaml:4: pipeline.stages.subspace.budget_ms: expected at most pipeline.budget_ms (10) (got 20)"},
+      {"pipeline:\n  stages:\n    subspace:\n      angle_grid: {min_deg: 10, max_deg: 10}\n", {},
+       "bad.yaml:4: pipeline.stages.subspace.angle_grid.max_deg: expected more than angle_grid.min_deg (10) (got 10)"},
+      {"pipeline:\n  budget_ms: [4\n", {}, "bad.yaml:3: -: YAML syntax: end of sequence flow not found"},
+      {"a: 1\n---\nb: 2\n", {}, "bad.yaml: -: expected one YAML document (got more)"},
+      {"# comment\n, daemon:\n", {}, "bad.yaml:2: -: YAML syntax: a node cannot start with ','"},
+      {"", {"pipeline.budget_ms=,4"}, "--set: pipeline.budget_ms: YAML syntax: a node cannot start with ','"},
+      {"just text\n", {}, "bad.yaml:1: (top level): expected a mapping of daemon, device, ingest, scenario, pipeline (got just text)"},
+      // Command-line overrides.
+      {"", {"pipeline.budgt_ms=4"},
+       "--set: pipeline.budgt_ms: unknown key; expected one of budget_ms, queue_depth, overflow, stages; did you mean "
+       "'pipeline.budget_ms'?"},
+      {"", {"pipeline.budget_ms=fast"}, "--set: pipeline.budget_ms: expected a number in (0, 60000] (got fast)"},
+      {"", {"pipeline.budget_ms.max=1"}, "--set: pipeline.budget_ms.max: unknown key; pipeline.budget_ms is a value, not a section"},
+      {"", {"budget_ms"}, "--set: budget_ms: expected KEY=VALUE, such as pipeline.budget_ms=4"},
+      {"pipeline:\n  budget_ms: 20\n", {"pipeline.stages.adaptive.budget_ms=25"},
+       "--set: pipeline.stages.adaptive.budget_ms: expected at most pipeline.budget_ms (20) (got 25)"},
+  };
+  for (const BadConfig& c : cases) EXPECT_EQ(error_of(c.yaml, c.overrides), c.message) << "config:\n" << c.yaml;
+}
+
+TEST(ConfigErrors, MissingFileIsOneErrorNamingIt) {
+  try {
+    load_file("/nonexistent/covflow.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "/nonexistent/covflow.yaml: -: cannot read the file (No such file or directory)");
+    EXPECT_EQ(e.where(), "/nonexistent/covflow.yaml");
+  }
+}
+
+// Mangled configurations: each either loads or gives a ConfigError; nothing else escapes.
+TEST(ConfigErrors, MangledInputNeverEscapesAsAnythingElse) {
+  std::mt19937_64 rng(test::fresh_seed("mangled config"));
+  const std::string valid =
+      "daemon:\n  log_level: debug\ndevice:\n  backend: cpu\ningest:\n  source: synth\n  file: {path: x.cvf, pace: fixed}\n"
+      "scenario:\n  elements: 8\n  sources:\n    - {angle_deg: -3, power_db: 12}\n  jammers: []\npipeline:\n"
+      "  budget_ms: 4\n  stages:\n    subspace: {angle_grid: {min_deg: -60, max_deg: 60}}\n";
+  const std::string alphabet = " \n\t:-[]{},#&*!|>'\"%@`0123456789abcxyz.";
+  int loaded = 0, refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = valid;
+    const int edits = 1 + int(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t at = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: text = text.substr(0, at) + text.substr(std::min(text.size(), at + 1 + rng() % 8)); break;
+        default: text = text.substr(0, at) + alphabet[rng() % alphabet.size()] + text.substr(at); break;
+      }
+      if (text.empty()) text.push_back('x');
+    }
+    try {
+      load_string(text, "mangled.yaml");
+      ++loaded;
+    } catch (const ConfigError& e) {
+      ++refused;
+      EXPECT_TRUE(std::string(e.what()).starts_with("mangled.yaml")) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "escaped as " << typeid(e).name() << ": " << e.what() << "\ninput:\n" << text;
+    }
+  }
+  std::cout << "[ info     ] " << loaded << " mangled configurations loaded, " << refused << " refused\n";
+  EXPECT_GT(refused, 0);
+}
+
+}  // namespace
+}  // namespace covflow::config
