@@ -12,7 +12,9 @@
 // n ≤ 32  small_heev_kernel — one warp per matrix does everything in shared memory. Lane i owns
 //         row i during the reduction and the QR iteration; all 32 lanes run the (sequential)
 //         iteration in lockstep, so each lane applies every rotation to its own row of Z the moment
-//         it is made, at no extra latency; lane c owns column c of V in the back-transform.
+//         it is made, at no extra latency; lane c owns column c of V in the back-transform. One
+//         shift per sweep: blocks this short gain less from groups of shifts than the corner
+//         eigenvalues and the rotation broadcasts cost (measured: 2–3× slower with 4 shifts).
 //         Budget (complex double, n = 32): A, Z and V with a padded leading dimension of 33,
 //         ≈ 46 KB per warp, 4 warps per block.
 //
@@ -138,7 +140,7 @@ struct Layout {
       const double n2 = double(n) * n;
       const double left = 2.0 * n2 * sizeof(T) * 0.95 - n2 * sizeof(R) - n2 / 2 * sizeof(T) - 8.0 * n * sizeof(T);
       // At least one group of sweeps (tridiagonal_qr pauses only between groups).
-      capacity = std::max<long long>(static_cast<long long>(kDefaultShifts) * n,
+      capacity = std::max<long long>(8LL * n,  // one group of up to 8 sweeps
                                      static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)));
       rounds = static_cast<int>((6.0 * n2 + capacity - 1) / capacity) + 1;
       off_cs = take(2 * sizeof(R) * static_cast<std::size_t>(count) * capacity);
@@ -375,10 +377,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32) small_heev_kernel(T* a_all, 
     // Lanes past n take part in the shared scans and apply the rotations to the padding row N,
     // which nothing reads.
     RowSink<R> sink{sh.z + (in ? lane : N), ld};
-    result = tridiagonal_qr<R, true>(n, sh.d, sh.e, sink, state, 30L * n);
+    result = tridiagonal_qr<R, true, DefaultSweep, 1>(n, sh.d, sh.e, sink, state, 30L * n);
   } else {
     NullSink<R> sink;
-    result = tridiagonal_qr<R, true>(n, sh.d, sh.e, sink, state, 30L * n);
+    result = tridiagonal_qr<R, true, DefaultSweep, 1>(n, sh.d, sh.e, sink, state, 30L * n);
   }
   __syncwarp();
   if (lane == 0) info[b] = result == QrResult::done ? status::ok : status::no_convergence;
@@ -804,7 +806,7 @@ struct BufferSink {
 };
 
 // One warp per matrix. d and e live in shared memory for the round and go back to the workspace.
-template <class R, bool Vectors>
+template <class R, bool Vectors, int kShifts>
 __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, pair_t<R>* cs_all,
                              std::uint16_t* plane_all, long long capacity, int* info, R* w_out, const int* exponents,
                              bool last_round) {
@@ -832,11 +834,11 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
   long long used = 0;
   if constexpr (Vectors) {
     BufferSink<R> sink{cs_all + b * capacity, plane_all + b * capacity, capacity, 0, lane};
-    result = tridiagonal_qr<R, true>(n, d, e, sink, qr, 30L * n);
+    result = tridiagonal_qr<R, true, DefaultSweep, kShifts>(n, d, e, sink, qr, 30L * n);
     used = sink.used;
   } else {
     NullSink<R> sink;
-    result = tridiagonal_qr<R, true>(n, d, e, sink, qr, 30L * n);
+    result = tridiagonal_qr<R, true, DefaultSweep, kShifts>(n, d, e, sink, qr, 30L * n);
   }
   __syncwarp();
   if (result == QrResult::paused && last_round) result = QrResult::no_convergence;
@@ -1158,27 +1160,39 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   }
   COVFLOW_CHECK_LAUNCH();
 
-  // 2./3. the QR iteration, in rounds when vectors are wanted
+  // 2./3. the QR iteration, in rounds when vectors are wanted. Shifts per group: 4 up to n = 192,
+  // 8 above (covflow-bench heev-chase on an H100: n = 128 1.93 vs 1.85 ms but 10 % more
+  // rotations to apply; n = 256 6.2 vs 4.9 ms).
   constexpr int kChaseWarps = 1;  // a latency-bound warp per matrix; spread them over the SMs
   const auto chase_blocks = static_cast<unsigned>((count + kChaseWarps - 1) / kChaseWarps);
   const std::size_t chase_smem = sizeof(R) * 2 * std::size_t(n) * kChaseWarps;
-  if (!options.vectors) {
-    allow_shared(chase_kernel<R, false>, chase_smem);
-    chase_kernel<R, false><<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(
-        n, count, work.state, work.d, work.e, nullptr, nullptr, 0, info.data(), w.data(), work.exponent, true);
+  const bool eight = n > 192;
+  auto chase = [&](auto kernel, auto... args) {
+    allow_shared(kernel, chase_smem);
+    kernel<<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(args...);
     COVFLOW_CHECK_LAUNCH();
+  };
+  if (!options.vectors) {
+    if (eight)
+      chase(chase_kernel<R, false, 8>, n, count, work.state, work.d, work.e, static_cast<pair_t<R>*>(nullptr),
+            static_cast<std::uint16_t*>(nullptr), 0LL, info.data(), w.data(), static_cast<const int*>(work.exponent), true);
+    else
+      chase(chase_kernel<R, false, 4>, n, count, work.state, work.d, work.e, static_cast<pair_t<R>*>(nullptr),
+            static_cast<std::uint16_t*>(nullptr), 0LL, info.data(), w.data(), static_cast<const int*>(work.exponent), true);
     return;
   }
-  allow_shared(chase_kernel<R, true>, chase_smem);
   const int rows = sizeof(R) * 33 * std::size_t(n) <= kSmemBudget ? 32 : 16;
   const int chunks = (n + rows - 1) / rows;
   const std::size_t apply_smem = sizeof(R) * (rows + 1) * std::size_t(n);
   allow_shared(apply_kernel<R>, apply_smem);
   for (int round = 0; round < layout.rounds; ++round) {
-    chase_kernel<R, true><<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(
-        n, count, work.state, work.d, work.e, work.cs, work.plane, work.capacity, info.data(), w.data(), work.exponent,
-        round + 1 == layout.rounds);
-    COVFLOW_CHECK_LAUNCH();
+    const bool last = round + 1 == layout.rounds;
+    if (eight)
+      chase(chase_kernel<R, true, 8>, n, count, work.state, work.d, work.e, work.cs, work.plane, work.capacity,
+            info.data(), w.data(), static_cast<const int*>(work.exponent), last);
+    else
+      chase(chase_kernel<R, true, 4>, n, count, work.state, work.d, work.e, work.cs, work.plane, work.capacity,
+            info.data(), w.data(), static_cast<const int*>(work.exponent), last);
     apply_kernel<R><<<static_cast<unsigned>(count * chunks), 32, apply_smem, stream>>>(
         n, count, chunks, rows, work.state, work.z, work.cs, work.plane, work.capacity, round == 0);
     COVFLOW_CHECK_LAUNCH();
