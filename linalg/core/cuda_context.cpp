@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
@@ -71,6 +72,8 @@ class DeviceWorkspace final : public Workspace {
 
 struct CudaContext::Impl {
   cuda::Stream stream;
+  cuda::Stream side;
+  std::vector<cuda::Event> events;
   CublasHandle cublas;
   CusolverHandle cusolver;
   DeviceWorkspace workspace{stream.get()};
@@ -85,16 +88,22 @@ CudaContext::CudaContext(const CudaOptions& options) {
   info_ = probe.devices[static_cast<std::size_t>(options.device)];
   COVFLOW_CUDA_TRY(cudaSetDevice(info_.index));
   impl_ = std::make_unique<Impl>();
+  for (int k = 0; k < kEvents; ++k) impl_->events.emplace_back(cudaEventDisableTiming);
   COVFLOW_CUBLAS_TRY(cublasSetStream(impl_->cublas.get(), impl_->stream.get()));
   COVFLOW_CUSOLVER_TRY(cusolverDnSetStream(impl_->cusolver.get(), impl_->stream.get()));
   if (options.workspace_bytes > 0) impl_->workspace.reserve(options.workspace_bytes);
 }
 
 CudaContext::~CudaContext() {
-  if (impl_) COVFLOW_CUDA_TRY_NO_THROW(cudaStreamSynchronize(impl_->stream.get()));
+  if (impl_) {
+    COVFLOW_CUDA_TRY_NO_THROW(cudaStreamSynchronize(impl_->stream.get()));
+    COVFLOW_CUDA_TRY_NO_THROW(cudaStreamSynchronize(impl_->side.get()));
+  }
 }
 
 cudaStream_t CudaContext::stream() const noexcept { return impl_->stream.get(); }
+cudaStream_t CudaContext::side_stream() const noexcept { return impl_->side.get(); }
+cudaEvent_t CudaContext::event(int k) const noexcept { return impl_->events[static_cast<std::size_t>(k)].get(); }
 cublasHandle_t CudaContext::cublas() const noexcept { return impl_->cublas.get(); }
 cusolverDnHandle_t CudaContext::cusolver() const noexcept { return impl_->cusolver.get(); }
 Workspace& CudaContext::workspace() noexcept { return impl_->workspace; }

@@ -102,8 +102,8 @@ template <class R> using pair_t = typename pair_of<R>::type;
 // Per-matrix chase state kept between rounds.
 struct ChaseState {
   QrState qr;
-  int status;  // 0 running, 1 done, 2 no convergence, 3 skipped (non-finite input)
-  int count;   // rotations stored in this round
+  int status;    // 0 running, 1 done, 2 no convergence, 3 skipped (non-finite input)
+  int count[2];  // rotations stored in each of the two buffers by the round that last filled it
 };
 
 template <class T>
@@ -139,12 +139,14 @@ struct Layout {
       // The rotation buffer takes what is left of twice the input's size (at least 2n rotations).
       const double n2 = double(n) * n;
       const double left = 2.0 * n2 * sizeof(T) * 0.95 - n2 * sizeof(R) - n2 / 2 * sizeof(T) - 8.0 * n * sizeof(T);
-      // At least one group of sweeps (tridiagonal_qr pauses only between groups).
-      capacity = std::max<long long>(8LL * n,  // one group of up to 8 sweeps
-                                     static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)));
-      rounds = static_cast<int>((6.0 * n2 + capacity - 1) / capacity) + 1;
-      off_cs = take(2 * sizeof(R) * static_cast<std::size_t>(count) * capacity);
-      off_plane = take(sizeof(std::uint16_t) * static_cast<std::size_t>(count) * capacity);
+      // Two buffers, so that one round's rotations are applied while the next round is chased;
+      // each takes at least one group of up to 8 sweeps (tridiagonal_qr pauses only between groups).
+      capacity = std::max<long long>(8LL * n, static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)) / 2);
+      // Enough rounds for 4n² rotations, about 2.5 times the most a matrix of any kind took in the
+      // tests; past that a matrix reports no_convergence (LAPACK's own limit is 30n sweeps).
+      rounds = static_cast<int>((4.0 * n2 + capacity - 1) / capacity) + 1;
+      off_cs = take(2 * sizeof(R) * static_cast<std::size_t>(count) * capacity * 2);
+      off_plane = take(sizeof(std::uint16_t) * static_cast<std::size_t>(count) * capacity * 2);
     }
     bytes = at;
   }
@@ -163,9 +165,10 @@ struct Work {
   int* perm = nullptr;
   T* reflectors = nullptr;
   R* z = nullptr;
-  pair_t<R>* cs = nullptr;  // rotations (c, s) of the current round
+  pair_t<R>* cs = nullptr;  // rotations (c, s): two buffers of count × capacity
   std::uint16_t* plane = nullptr;
-  long long capacity = 0;
+  long long capacity = 0;   // per matrix and buffer
+  long long buffer_stride() const { return capacity; }
 };
 
 template <class T>
@@ -656,7 +659,7 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
     ChaseState& st = work.state[b];
     st.qr = QrState{};
     st.status = 0;
-    st.count = 0;
+    st.count[0] = st.count[1] = 0;
   }
   cluster.sync();  // no block leaves while others may still read its shared memory
 #endif
@@ -769,7 +772,7 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(
     ChaseState& st = work.state[b];
     st.qr = QrState{};
     st.status = 0;
-    st.count = 0;
+    st.count[0] = st.count[1] = 0;
   }
 }
 
@@ -808,8 +811,8 @@ struct BufferSink {
 // One warp per matrix. d and e live in shared memory for the round and go back to the workspace.
 template <class R, bool Vectors, int kShifts>
 __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, pair_t<R>* cs_all,
-                             std::uint16_t* plane_all, long long capacity, int* info, R* w_out, const int* exponents,
-                             bool last_round) {
+                             std::uint16_t* plane_all, long long capacity, int buffer, int* info, R* w_out,
+                             const int* exponents, bool last_round) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   const long long b = static_cast<long long>(blockIdx.x) * warps + warp;
@@ -819,7 +822,7 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
   ChaseState& st = states[b];
   const int status = st.status;
   if (status != 0) {
-    if (lane == 0) st.count = 0;
+    if (lane == 0) st.count[buffer] = 0;
     if (!Vectors && status == 3)  // non-finite input: NaN eigenvalues for this matrix alone
       for (int k = lane; k < n; k += 32) w_out[b * n + k] = R(NAN);
     return;
@@ -848,7 +851,7 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
   }
   if (lane == 0) {
     st.qr = qr;
-    st.count = static_cast<int>(used);
+    st.count[buffer] = static_cast<int>(used);
     st.status = result == QrResult::done ? 1 : result == QrResult::paused ? 0 : 2;
     if (result == QrResult::no_convergence) info[b] = status::no_convergence;
   }
@@ -874,7 +877,7 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
 // in a register instead. The loop's dependency chain is then only the rotation's arithmetic.
 template <class R>
 __global__ void apply_kernel(int n, long long count, int chunks, int rows, const ChaseState* states, R* z_all,
-                             const pair_t<R>* cs_all, const std::uint16_t* plane_all, long long capacity,
+                             const pair_t<R>* cs_all, const std::uint16_t* plane_all, long long capacity, int buffer,
                              bool first_round) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ R stage_c[32], stage_s[32];
@@ -883,7 +886,7 @@ __global__ void apply_kernel(int n, long long count, int chunks, int rows, const
   const long long b = blockIdx.x / chunks;
   const int chunk = blockIdx.x % chunks;
   if (b >= count) return;
-  const int records = states[b].count;
+  const int records = states[b].count[buffer];
   if (records == 0 && !first_round) return;
   R* zs = reinterpret_cast<R*>(smem_raw);
   const int zld = rows + 1;
@@ -1175,28 +1178,45 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   if (!options.vectors) {
     if (eight)
       chase(chase_kernel<R, false, 8>, n, count, work.state, work.d, work.e, static_cast<pair_t<R>*>(nullptr),
-            static_cast<std::uint16_t*>(nullptr), 0LL, info.data(), w.data(), static_cast<const int*>(work.exponent), true);
+            static_cast<std::uint16_t*>(nullptr), 0LL, 0, info.data(), w.data(), static_cast<const int*>(work.exponent),
+            true);
     else
       chase(chase_kernel<R, false, 4>, n, count, work.state, work.d, work.e, static_cast<pair_t<R>*>(nullptr),
-            static_cast<std::uint16_t*>(nullptr), 0LL, info.data(), w.data(), static_cast<const int*>(work.exponent), true);
+            static_cast<std::uint16_t*>(nullptr), 0LL, 0, info.data(), w.data(), static_cast<const int*>(work.exponent),
+            true);
     return;
   }
   const int rows = sizeof(R) * 33 * std::size_t(n) <= kSmemBudget ? 32 : 16;
   const int chunks = (n + rows - 1) / rows;
   const std::size_t apply_smem = sizeof(R) * (rows + 1) * std::size_t(n);
   allow_shared(apply_kernel<R>, apply_smem);
+  // Round r chases into buffer r % 2 on the main stream while the side stream applies round r−1's
+  // rotations from the other buffer: the apply (latency-bound per row of Z) hides behind the
+  // chase (latency-bound per matrix). Events order the two; nothing waits on the host.
+  cudaStream_t side = context.side_stream();
+  cudaEvent_t chased[2] = {context.event(0), context.event(1)};
+  cudaEvent_t applied[2] = {context.event(2), context.event(3)};
+  const long long stride = static_cast<long long>(count) * work.capacity;  // one buffer
   for (int round = 0; round < layout.rounds; ++round) {
+    const int buffer = round % 2;
     const bool last = round + 1 == layout.rounds;
+    if (round >= 2) COVFLOW_CUDA_TRY(cudaStreamWaitEvent(stream, applied[buffer], 0));  // buffer free again
+    pair_t<R>* cs = work.cs + buffer * stride;
+    std::uint16_t* planes = work.plane + buffer * stride;
     if (eight)
-      chase(chase_kernel<R, true, 8>, n, count, work.state, work.d, work.e, work.cs, work.plane, work.capacity,
+      chase(chase_kernel<R, true, 8>, n, count, work.state, work.d, work.e, cs, planes, work.capacity, buffer,
             info.data(), w.data(), static_cast<const int*>(work.exponent), last);
     else
-      chase(chase_kernel<R, true, 4>, n, count, work.state, work.d, work.e, work.cs, work.plane, work.capacity,
+      chase(chase_kernel<R, true, 4>, n, count, work.state, work.d, work.e, cs, planes, work.capacity, buffer,
             info.data(), w.data(), static_cast<const int*>(work.exponent), last);
-    apply_kernel<R><<<static_cast<unsigned>(count * chunks), 32, apply_smem, stream>>>(
-        n, count, chunks, rows, work.state, work.z, work.cs, work.plane, work.capacity, round == 0);
+    COVFLOW_CUDA_TRY(cudaEventRecord(chased[buffer], stream));
+    COVFLOW_CUDA_TRY(cudaStreamWaitEvent(side, chased[buffer], 0));
+    apply_kernel<R><<<static_cast<unsigned>(count * chunks), 32, apply_smem, side>>>(
+        n, count, chunks, rows, work.state, work.z, cs, planes, work.capacity, buffer, round == 0);
     COVFLOW_CHECK_LAUNCH();
+    COVFLOW_CUDA_TRY(cudaEventRecord(applied[buffer], side));
   }
+  COVFLOW_CUDA_TRY(cudaStreamWaitEvent(stream, applied[(layout.rounds - 1) % 2], 0));  // Z complete
   finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
   COVFLOW_CHECK_LAUNCH();
 

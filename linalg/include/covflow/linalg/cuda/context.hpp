@@ -24,6 +24,13 @@ class CudaContext {
   int device() const noexcept { return info_.index; }
   const DeviceInfo& info() const noexcept { return info_; }
   cudaStream_t stream() const noexcept;
+  // A second stream on which an operation may run independent parts of its work alongside
+  // stream(). An operation that uses it orders it after stream() on entry and joins it back
+  // before returning (events, no host synchronisation), so callers only ever see stream().
+  cudaStream_t side_stream() const noexcept;
+  // Synchronisation-only events owned by the context (k < kEvents), for those forks and joins.
+  static constexpr int kEvents = 8;
+  cudaEvent_t event(int k) const noexcept;
   cublasHandle_t cublas() const noexcept;
   cusolverDnHandle_t cusolver() const noexcept;
   Workspace& workspace() noexcept;
