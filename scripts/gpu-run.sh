@@ -36,7 +36,10 @@ if [[ $run_tests -eq 1 ]]; then
 fi
 if [[ $run_bench -eq 1 ]]; then
   echo "== covflow-bench all"
-  [[ ${#bench_args[@]} -gt 0 ]] || bench_args=(all)
+  # Options alone name no benchmark: run them all.
+  has_subcommand=0
+  for a in "${bench_args[@]}"; do [[ "$a" == -* ]] || has_subcommand=1; done
+  [[ $has_subcommand -eq 1 ]] || bench_args+=(all)
   timeout "${COVFLOW_BENCH_TIMEOUT:-400}" "$here/bin/covflow-bench" "${quick[@]}" --json "$out/bench.json" "${bench_args[@]}" \
     || failed+=(covflow-bench)
 fi
