@@ -1,0 +1,108 @@
+// A frame as the pipeline holds it: one coherent processing interval (CPI) in a slot of the frame
+// pool. Slots are allocated once, when the pipeline starts, for the largest frame its
+// configuration accepts (FrameShape); no frame allocates (DESIGN.md, "Scheduler and latency").
+//
+// Data flow through the default chain, in the slot's fields:
+//   ingest      fills header, times and the payload (host; pinned when a GPU is used)
+//   covariance  payload → covariance (snapshot frames; a covariance frame's payload is used as is)
+//   subspace    covariance → eigenvalues, eigenvectors → results.source_count, results.doa_deg,
+//               results.spectrum_db
+//   adaptive    (issue 6) covariance factors → results.weights, results.sinr_db
+//   publish     results → ZeroMQ (and optionally a frame file)
+// On a CUDA lane the working arrays live on the device (`device.*`) and only results come back to
+// the host; on a CPU lane the host arrays are used. A stage reads and writes only the fields it
+// documents.
+#pragma once
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "covflow/replay/frame.hpp"
+
+namespace covflow::pipeline {
+
+// The largest frame a pool is sized for, and what the stages need to know of it.
+struct FrameShape {
+  replay::ElementType element_type = replay::ElementType::cf64;  // cf32 or cf64
+  std::uint32_t channels = 0;         // N: array elements
+  std::uint32_t snapshots = 0;        // K: snapshots per cell in a snapshot frame (0: covariance input)
+  std::uint32_t cells = 0;            // range/Doppler cells per frame
+  std::uint32_t max_sources = 8;      // DOA estimates kept per cell
+  std::uint32_t spectrum_points = 0;  // points of the MUSIC angle grid (0: no spectrum kept)
+
+  std::size_t element_bytes() const { return replay::size_of(element_type); }
+  // Bytes of the largest payload: snapshots (N·K·cells) or covariance (N·N·cells), whichever is larger.
+  std::size_t max_payload_bytes() const;
+  std::size_t covariance_elements() const { return std::size_t(channels) * channels * cells; }
+};
+
+// Times of one frame on the steady clock (ns), except capture, which is the recorder's clock.
+struct FrameTimes {
+  std::int64_t capture_ns = 0;   // from the record header
+  std::int64_t arrival_ns = 0;   // when ingest handed the frame to the pipeline
+  std::int64_t deadline_ns = 0;  // arrival + pipeline.budget_ms
+  std::int64_t done_ns = 0;      // when the last stage finished (0 while in flight)
+};
+
+// What one stage did to one frame.
+struct StageRecord {
+  enum class Outcome : std::uint8_t { not_run, ran, skipped_degraded, failed } outcome = Outcome::not_run;
+  double ms = 0.0;  // wall time of the stage on this frame (device time on a CUDA lane)
+};
+
+// Per-frame results, host side, with capacity for FrameShape's largest frame (reserved at start;
+// stages write into the existing storage and set the sizes/valid counts, never grow it).
+struct FrameResults {
+  std::uint32_t cells = 0;                 // cells with results
+  std::vector<std::int32_t> source_count;  // [cells]: sources detected (MDL or AIC); −1: not computed
+  std::vector<float> doa_deg;              // [cells × max_sources]: DOA estimates, NaN-padded
+  std::vector<float> spectrum_db;          // [cells × spectrum_points]: MUSIC pseudo-spectrum (dB)
+  std::vector<float> eigenvalues;          // [cells × channels]: ascending (kept when the subspace stage ran)
+  std::vector<std::int32_t> cell_status;   // [cells]: 0 ok; linalg status codes otherwise
+  // issue 6 (adaptive): weights, SINR, null depth
+  std::vector<std::complex<float>> weights;  // [cells × channels]
+  std::vector<float> sinr_db;                // [cells]
+  std::vector<float> null_depth_db;          // [cells]
+
+  void reserve(const FrameShape& shape);
+  void clear();  // sizes to "nothing computed" (source_count −1, NaN DOAs); no deallocation
+};
+
+// A device array owned by a slot (CUDA lanes); null on CPU lanes.
+struct DeviceArrays {
+  void* payload = nullptr;      // the payload, copied from the host
+  void* covariance = nullptr;   // [cells × N × N], element_type
+  void* eigenvalues = nullptr;  // [cells × N], real of element_type
+  void* eigenvectors = nullptr; // [cells × N × N], element_type
+  int* info = nullptr;          // [cells]
+  void* scratch = nullptr;      // stage-private, sized by the stages' prepare()
+  std::size_t scratch_bytes = 0;
+};
+
+// Host arrays of a slot (CPU lanes use them for everything; CUDA lanes only for the payload and
+// results).
+struct HostArrays {
+  std::span<std::byte> payload;   // pinned on CUDA lanes
+  std::span<std::byte> covariance;
+  std::span<std::byte> eigenvalues;
+  std::span<std::byte> eigenvectors;
+  std::span<int> info;
+  std::span<std::byte> scratch;
+};
+
+struct FrameSlot {
+  std::uint64_t sequence = 0;
+  replay::FrameHeader header;  // kind, element type and dimensions as received
+  FrameTimes times;
+  HostArrays host;
+  DeviceArrays device;
+  FrameResults results;
+  std::vector<StageRecord> stages;  // one per stage of the chain, in order
+  std::string problem;              // why the frame was rejected, when it was
+};
+
+}  // namespace covflow::pipeline

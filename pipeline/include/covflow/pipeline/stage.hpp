@@ -1,0 +1,56 @@
+// The stage interface: a thin adapter from frames to linalg calls (DESIGN.md, "Frames and
+// stages"). The runner calls prepare() once per lane when the pipeline starts (and on a reload),
+// then run() for every frame, in chain order.
+#pragma once
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "covflow/linalg/exec.hpp"
+#include "covflow/pipeline/frame.hpp"
+
+namespace covflow::pipeline {
+
+// Buffers a stage wants in every frame slot, beyond the standard arrays of FrameSlot.
+struct SlotNeeds {
+  std::size_t host_scratch_bytes = 0;
+  std::size_t device_scratch_bytes = 0;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+
+  // "covariance", "subspace", ... (the key of its section under pipeline.stages).
+  virtual std::string_view name() const = 0;
+  // A degradable stage is skipped when the frame's remaining budget is below its predicted cost.
+  virtual bool degradable() const { return false; }
+  // This stage's own budget in ms (0: none); exceeding it is counted, not fatal.
+  virtual double budget_ms() const { return 0.0; }
+
+  // Once per lane, before any frame: reserve every workspace, plan every FFT, for frames up to
+  // `shape`. Nothing may allocate in run().
+  virtual void prepare(const FrameShape& shape, linalg::Exec& exec) {}
+  virtual SlotNeeds slot_needs(const FrameShape& shape) const { return {}; }
+
+  // Processes one frame. On a CUDA lane, GPU work is issued on exec's stream and need not be
+  // complete when run() returns: the runner records an event after each stage and synchronises
+  // once, after the last. A problem with this frame alone (wrong shape, non-finite data) is
+  // reported by throwing FrameError; the runner counts it, drops the frame and goes on.
+  virtual void run(FrameSlot& frame, linalg::Exec& exec) = 0;
+};
+
+// A problem with one frame (not with the pipeline): the frame is dropped and counted by reason.
+class FrameError : public std::runtime_error {
+ public:
+  FrameError(std::string reason, const std::string& message) : std::runtime_error(message), reason_(std::move(reason)) {}
+  // Short counter key: "shape", "non_finite", "stage_error", ...
+  const std::string& reason() const noexcept { return reason_; }
+
+ private:
+  std::string reason_;
+};
+
+}  // namespace covflow::pipeline

@@ -1,0 +1,37 @@
+#include "covflow/pipeline/frame.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace covflow::pipeline {
+
+std::size_t FrameShape::max_payload_bytes() const {
+  const std::size_t n = channels, k = snapshots, c = cells;
+  return std::max(n * k * c, n * n * c) * element_bytes();
+}
+
+void FrameResults::reserve(const FrameShape& shape) {
+  source_count.assign(shape.cells, -1);
+  doa_deg.assign(std::size_t(shape.cells) * shape.max_sources, std::numeric_limits<float>::quiet_NaN());
+  spectrum_db.assign(std::size_t(shape.cells) * shape.spectrum_points, std::numeric_limits<float>::quiet_NaN());
+  eigenvalues.assign(std::size_t(shape.cells) * shape.channels, std::numeric_limits<float>::quiet_NaN());
+  cell_status.assign(shape.cells, 0);
+  weights.assign(std::size_t(shape.cells) * shape.channels, {});
+  sinr_db.assign(shape.cells, std::numeric_limits<float>::quiet_NaN());
+  null_depth_db.assign(shape.cells, std::numeric_limits<float>::quiet_NaN());
+  cells = 0;
+}
+
+void FrameResults::clear() {
+  cells = 0;
+  std::fill(source_count.begin(), source_count.end(), -1);
+  std::fill(doa_deg.begin(), doa_deg.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(spectrum_db.begin(), spectrum_db.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(eigenvalues.begin(), eigenvalues.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(cell_status.begin(), cell_status.end(), 0);
+  std::fill(sinr_db.begin(), sinr_db.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(null_depth_db.begin(), null_depth_db.end(), std::numeric_limits<float>::quiet_NaN());
+}
+
+}  // namespace covflow::pipeline
