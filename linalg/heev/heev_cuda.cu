@@ -47,7 +47,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 #include <string>
 
 #include "../common/device_scalar.cuh"
@@ -1051,126 +1050,6 @@ __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a
     for (int i = tid; i < n; i += blockDim.x) A[i + (c0 + c) * lda] = W[i + c * n];
 }
 
-
-// ---- back-transform in blocks: V = Q·W with Q's reflectors in compact WY form --------------
-//
-// W = S·Z·P is written into A first (A's storage is free once the reduction has stored its
-// reflectors in the workspace). Then, for blocks of nb reflectors from the last, k0..k1:
-//   H_k0 ⋯ H_k1 = I − Y T Yᴴ   (Y: the reflectors as columns, zero above their support; T upper
-//                                triangular: T_jj = α_j, T(0:j−1, j) = −α_j T(0:j−1, 0:j−1) Yᴴy_j)
-//   A(r0:, :) ← A(r0:, :) − Y (T (Yᴴ A(r0:, :)))      r0 = k0 + 1
-// with three strided-batched GEMMs (cuBLAS, tensor cores for double) per block instead of one
-// reflector at a time on CUDA cores. Y, T and the two nb × n products live where the rotation
-// buffers were (free by now), so the workspace does not grow.
-
-// A ← S·Z·P (NaN for a matrix whose input was not finite). One block per (matrix, 32 columns).
-template <class T>
-__global__ void init_vectors_kernel(T* a_all, long long lda, long long stride, int n, int panels, Work<T> work,
-                                    const int* info) {
-  using R = sreal_t<T>;
-  const long long b = blockIdx.x / panels;
-  const int c0 = (blockIdx.x % panels) * 32;
-  T* A = a_all + b * stride;
-  const bool bad = info[b] == status::non_finite_input;
-  const R* z = work.z + b * static_cast<long long>(n) * n;
-  const T* phase = work.phase + b * n;
-  const int* perm = work.perm + b * n;
-  for (int c = c0 + threadIdx.y; c < min(n, c0 + 32); c += blockDim.y) {
-    const long long src = bad ? 0 : perm[c];
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-      A[i + c * lda] = bad ? from_real<T>(R(NAN)) : phase[i] * z[i + src * n];
-  }
-}
-
-// Y (m × nb, ld n, zero above each column's support) and T (nb × nb) of reflectors k0 … k0+nb−1.
-// One block per matrix.
-template <class T>
-__global__ void form_wy_kernel(int n, int k0, int nb, Work<T> work, T* y_all, T* t_all, const int* info) {
-  using R = sreal_t<T>;
-  __shared__ T tsh[32 * 32];
-  __shared__ T gram[32 * 32];
-  const long long b = blockIdx.x;
-  const int m = n - k0 - 1;  // rows r0 = k0+1 … n−1
-  T* Y = y_all + b * static_cast<long long>(n) * nb;
-  T* Tm = t_all + b * static_cast<long long>(nb) * nb;
-  const bool bad = info[b] == status::non_finite_input;
-  const T* reflectors = work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2);
-  const R* alpha = work.alpha + b * n;
-  for (int j = 0; j < nb; ++j) {
-    const int k = k0 + j;
-    const bool live = !bad && k <= n - 3 && alpha[k] != R(0);
-    const T* w = reflectors + reflector_offset(n, k);  // rows k+1 … n−1, relative rows j … m−1
-    for (int i = threadIdx.x; i < m; i += blockDim.x)
-      Y[i + j * n] = (live && i >= j) ? w[i - j] : from_real<T>(R(0));
-  }
-  __syncthreads();
-  // Gram G(i, j) = y_iᴴ y_j for i < j (block-scope writes above are visible after the barrier).
-  for (int idx = threadIdx.x; idx < nb * nb; idx += blockDim.x) {
-    const int i = idx % nb, j = idx / nb;
-    T g = from_real<T>(R(0));
-    if (i < j)
-      for (int r = j; r < m; ++r) g = fma_conj(g, Y[r + i * n], Y[r + j * n]);
-    gram[i + j * nb] = g;
-    tsh[i + j * nb] = from_real<T>(R(0));
-  }
-  __syncthreads();
-  for (int j = 0; j < nb; ++j) {
-    const int k = k0 + j;
-    const R a = (!bad && k <= n - 3) ? alpha[k] : R(0);
-    // T(i, j) = −α_j Σ_{l=i}^{j−1} T(i, l) G(l, j) for i < j, then T(j, j) = α_j.
-    for (int i = threadIdx.x; i < j; i += blockDim.x) {
-      T acc = from_real<T>(R(0));
-      for (int l = i; l < j; ++l) acc = fma_(acc, tsh[i + l * nb], gram[l + j * nb]);
-      tsh[i + j * nb] = -(a * acc);
-    }
-    if (threadIdx.x == 0) tsh[j + j * nb] = from_real<T>(a);
-    __syncthreads();
-  }
-  for (int idx = threadIdx.x; idx < nb * nb; idx += blockDim.x) Tm[idx] = tsh[idx];
-}
-
-inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, double alpha,
-                                   const double* A, int lda, long long sa, const double* B, int ldb, long long sb,
-                                   double beta, double* C, int ldc, long long sc, int batch) {
-  return cublasDgemmStridedBatched(h, ta == CUBLAS_OP_C ? CUBLAS_OP_T : ta, CUBLAS_OP_N, m, n, k, &alpha, A, lda, sa, B,
-                                   ldb, sb, &beta, C, ldc, sc, batch);
-}
-inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, double alpha,
-                                   const float* A, int lda, long long sa, const float* B, int ldb, long long sb,
-                                   double beta, float* C, int ldc, long long sc, int batch) {
-  const float a = static_cast<float>(alpha), bt = static_cast<float>(beta);
-  return cublasSgemmStridedBatched(h, ta == CUBLAS_OP_C ? CUBLAS_OP_T : ta, CUBLAS_OP_N, m, n, k, &a, A, lda, sa, B,
-                                   ldb, sb, &bt, C, ldc, sc, batch);
-}
-inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, double alpha,
-                                   const Cx<double>* A, int lda, long long sa, const Cx<double>* B, int ldb,
-                                   long long sb, double beta, Cx<double>* C, int ldc, long long sc, int batch) {
-  const cuDoubleComplex a{alpha, 0.0}, bt{beta, 0.0};
-  return cublasZgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, &a, reinterpret_cast<const cuDoubleComplex*>(A), lda, sa,
-                                   reinterpret_cast<const cuDoubleComplex*>(B), ldb, sb, &bt,
-                                   reinterpret_cast<cuDoubleComplex*>(C), ldc, sc, batch);
-}
-inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, double alpha,
-                                   const Cx<float>* A, int lda, long long sa, const Cx<float>* B, int ldb, long long sb,
-                                   double beta, Cx<float>* C, int ldc, long long sc, int batch) {
-  const cuComplex a{static_cast<float>(alpha), 0.f}, bt{static_cast<float>(beta), 0.f};
-  return cublasCgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, &a, reinterpret_cast<const cuComplex*>(A), lda, sa,
-                                   reinterpret_cast<const cuComplex*>(B), ldb, sb, &bt, reinterpret_cast<cuComplex*>(C),
-                                   ldc, sc, batch);
-}
-
-// Block size for the WY back-transform: Y (n·nb) and T (nb²) must fit in the rotation buffers'
-// bytes, the two nb × n products in Z's (free once A holds S·Z·P), per matrix; 0 if none does.
-template <class T>
-int wy_block(int n, std::size_t rotation_bytes, std::size_t z_bytes) {
-  for (int nb : {32, 16, 8}) {
-    const std::size_t yt = sizeof(T) * (std::size_t(nb) * n + std::size_t(nb) * nb);
-    const std::size_t products = sizeof(T) * 2 * std::size_t(nb) * n;
-    if (yt + 256 <= rotation_bytes && products <= z_bytes) return nb;
-  }
-  return 0;
-}
-
 // ============================================================================================
 // host side
 // ============================================================================================
@@ -1341,48 +1220,7 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
   COVFLOW_CHECK_LAUNCH();
 
-  // 4. back-transform into A: blocked WY with batched GEMMs where the rotation buffers can hold
-  // the block's arrays (the rotation buffers are idle once the last round has been applied),
-  // otherwise one reflector at a time per column (back_transform_kernel).
-  // Y and T go where the (c, s) pairs were (one contiguous array; the planes are another), G and
-  // G2 where Z was.
-  const std::size_t rotation_bytes = 2 * sizeof(R) * static_cast<std::size_t>(work.capacity) * 2;
-  const std::size_t z_bytes = sizeof(R) * std::size_t(n) * std::size_t(n);
-  const int nb = n > 2 && a.ld <= std::numeric_limits<int>::max() && count <= std::numeric_limits<int>::max()
-                     ? wy_block<D>(n, rotation_bytes, z_bytes) : 0;
-  if (nb > 0) {
-    const long long y_stride = static_cast<long long>(n) * nb, t_stride = static_cast<long long>(nb) * nb,
-                    g_stride = static_cast<long long>(nb) * n;
-    D* Y = reinterpret_cast<D*>(work.cs);
-    D* Tm = Y + y_stride * count;
-    D* G = reinterpret_cast<D*>(work.z);  // Z is read by init_vectors_kernel, before the first GEMM
-    D* G2 = G + g_stride * count;
-    const int panels = (n + 31) / 32;
-    init_vectors_kernel<D><<<static_cast<unsigned>(count * panels), dim3(32, 8), 0, stream>>>(A, a.ld, a.stride, n, panels,
-                                                                                             work, info.data());
-    COVFLOW_CHECK_LAUNCH();
-    cublasHandle_t h = context.cublas();
-    const int batch = static_cast<int>(count);
-    const int lda = static_cast<int>(a.ld);
-    for (int k1 = n - 3; k1 >= 0; k1 -= nb) {
-      const int k0 = std::max(0, k1 - nb + 1);
-      const int width = k1 - k0 + 1;
-      const int m = n - k0 - 1;
-      D* Ar = A + (k0 + 1);
-      form_wy_kernel<D><<<static_cast<unsigned>(count), 128, 0, stream>>>(n, k0, width, work, Y, Tm, info.data());
-      COVFLOW_CHECK_LAUNCH();
-      // G = Yᴴ A(r0:, :)            (width × n)
-      COVFLOW_CUBLAS_TRY(gemm_batched(h, CUBLAS_OP_C, width, n, m, 1.0, Y, n, y_stride, Ar, lda, a.stride, 0.0, G, width,
-                                      g_stride, batch));
-      // G2 = T G                    (width × n; T's lower part is zero)
-      COVFLOW_CUBLAS_TRY(gemm_batched(h, CUBLAS_OP_N, width, n, width, 1.0, Tm, width, t_stride, G, width, g_stride, 0.0,
-                                      G2, width, g_stride, batch));
-      // A(r0:, :) −= Y G2           (m × n)
-      COVFLOW_CUBLAS_TRY(gemm_batched(h, CUBLAS_OP_N, m, n, width, -1.0, Y, n, y_stride, G2, width, g_stride, 1.0, Ar,
-                                      lda, a.stride, batch));
-    }
-    return;
-  }
+  // 4. back-transform into A
   const int warps = back_warps<D>(n);
   const int cols = warps * kColsPerWarp;
   const int panels = (n + cols - 1) / cols;
