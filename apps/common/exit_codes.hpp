@@ -12,5 +12,6 @@ inline constexpr int input_damaged = 4;       // an input file is damaged or of 
 inline constexpr int io = 5;                  // a file cannot be opened, read or written
 inline constexpr int device_unavailable = 6;  // the requested GPU or its code path is not available
 inline constexpr int numerical = 7;           // some matrices failed (per-matrix info != 0); output written
+inline constexpr int unreachable = 8;         // covflowd did not answer (covflow stats, covflow ctl)
 
 }  // namespace covflow::exit_code

@@ -11,9 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common/daemon_cli.hpp"
 #include "common/exit_codes.hpp"
 #include "common/linalg_cli.hpp"
 #include "covflow/config/build_info.hpp"
@@ -31,7 +34,10 @@ namespace {
 using namespace covflow;
 
 std::atomic<bool> stop_requested{false};
-extern "C" void on_signal(int) { stop_requested = true; }
+extern "C" void on_signal(int) {
+  stop_requested = true;
+  cli::request_stop();
+}
 
 int run_version() {
   const auto& info = config::build_info();
@@ -144,7 +150,7 @@ int run_inspect(const std::string& path, bool verify, bool list_records) {
 int main(int argc, char** argv) {
   CLI::App app{"covflow: record, replay, inspect and compute on radar frames"};
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration, 4 damaged data, 5 I/O, 6 device unavailable.");
+  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration, 4 damaged data, 5 I/O, 6 device unavailable, 7 some matrices failed, 8 covflowd did not answer.");
 
   auto* version = app.add_subcommand("version", "Print the version and build configuration");
   auto* devices = app.add_subcommand("devices", "List the CUDA devices covflow can use");
@@ -184,6 +190,24 @@ int main(int argc, char** argv) {
   record_command->add_flag("--sync", record_sync, "fdatasync every record (survives a power cut; slower)");
   record_config.add_to(record_command);
 
+  auto* stats = app.add_subcommand("stats", "Show covflowd's latency reports as a live table");
+  cli::StatsRequest stats_request;
+  stats->add_option("--connect,-c", stats_request.endpoint, "covflowd's daemon.reports_endpoint")->capture_default_str();
+  stats->add_option("--count,-n", stats_request.count, "Reports to show, then exit (default: until interrupted)");
+  stats->add_option("--timeout-ms", stats_request.timeout_ms, "Give up (exit 8) when no report comes for this long (0: wait forever)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  stats->add_flag("--json", stats_request.json, "Print each report's JSON on one line instead of the table");
+  bool stats_append = false;
+  stats->add_flag("--append", stats_append, "Print each table below the last even on a terminal (default: redraw in place there)");
+
+  auto* ctl = app.add_subcommand("ctl", "Send a control request to covflowd and print its reply");
+  cli::CtlRequest ctl_request;
+  ctl->add_option("command", ctl_request.command, "status | stats | reset | reload | shutdown")
+      ->required()->check(CLI::IsMember({"status", "stats", "reset", "reload", "shutdown"}));
+  ctl->add_option("--connect,-c", ctl_request.endpoint, "covflowd's daemon.control_endpoint")->capture_default_str();
+  ctl->add_option("--timeout-ms", ctl_request.timeout_ms, "Give up (exit 8) when no reply comes for this long")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+
   if (const int code = apps::parse_command_line(app, argc, argv); code >= 0) return code;
   if (record_command->parsed() && record_synth == !record_endpoint.empty()) {
     std::fprintf(stderr, "covflow record: give exactly one of --synth and --connect ENDPOINT\nRun with --help for more information.\n");
@@ -196,6 +220,11 @@ int main(int argc, char** argv) {
     if (version->parsed()) return run_version();
     if (devices->parsed()) return run_devices();
     if (linalg.parsed()) return linalg.run(std::cout, std::cerr);
+    if (stats->parsed()) {
+      stats_request.live = !stats_append && !stats_request.json && isatty(STDOUT_FILENO);
+      return cli::run_stats(stats_request, std::cout, std::cerr);
+    }
+    if (ctl->parsed()) return cli::run_ctl(ctl_request, std::cout, std::cerr);
     if (synth->parsed()) {
       const config::Config cfg = synth_config.load();
       auto source = stages::scenario_source(cfg.scenario, synth_frames);

@@ -1,0 +1,177 @@
+// `covflow stats` and `covflow ctl` (daemon_cli.hpp). The field names read here are those of
+// docs/zmq.md; a field a report lacks is shown as "-" rather than failing, so a newer daemon's
+// report still prints.
+#include "common/daemon_cli.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <ostream>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "common/exit_codes.hpp"
+
+namespace covflow::cli {
+namespace {
+
+std::atomic<bool> stop_flag{false};
+
+using nlohmann::json;
+
+std::string number(const json& object, std::string_view key, int decimals) {
+  if (!object.is_object()) return "-";
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number()) return "-";
+  if (it->is_number_integer() || it->is_number_unsigned()) return fmt::format("{}", it->get<std::int64_t>());
+  return fmt::format("{:.{}f}", it->get<double>(), decimals);
+}
+
+// Stage rows in chain order: docs/zmq.md sends `stages` as an array of objects with a `name`.
+std::vector<std::pair<std::string, json>> stage_rows(const json& report) {
+  std::vector<std::pair<std::string, json>> rows;
+  const auto it = report.find("stages");
+  if (it == report.end()) return rows;
+  if (it->is_array()) {
+    for (const auto& stage : *it) rows.emplace_back(stage.value("name", std::string("?")), stage);
+  } else if (it->is_object()) {
+    for (const auto& [name, stage] : it->items()) rows.emplace_back(name, stage);
+  }
+  return rows;
+}
+
+std::string histogram_row(std::string_view name, const json& h) {
+  return fmt::format("{:<14}{:>9}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", name, number(h, "count", 0),
+                     number(h, "skipped", 0), number(h, "failed", 0), number(h, "p50_ms", 3), number(h, "p90_ms", 3),
+                     number(h, "p99_ms", 3), number(h, "p999_ms", 3), number(h, "max_ms", 3));
+}
+
+// A ZeroMQ error on connect names the endpoint; anything else is the caller's problem.
+bool connect(zmq::socket_t& socket, const std::string& endpoint, std::ostream& err, std::string_view program) {
+  try {
+    socket.connect(endpoint);
+    return true;
+  } catch (const zmq::error_t& e) {
+    err << program << ": error: cannot connect to " << endpoint << ": " << e.what() << '\n';
+    return false;
+  }
+}
+
+}  // namespace
+
+void request_stop() { stop_flag = true; }
+
+std::string format_report(const json& report) {
+  std::string text;
+  const json frames = report.value("frames", json::object());
+  const json queue = report.value("queue", json::object());
+  text += fmt::format("covflowd report at {} s uptime; backend {}; input {}\n", number(report, "uptime_s", 1),
+                      report.value("backend", std::string("-")), report.value("input", std::string("-")));
+  std::string drops;
+  if (const auto it = frames.find("dropped_by_reason"); it != frames.end() && it->is_object()) {
+    for (const auto& [reason, count] : it->items()) {
+      if (count.is_number() && count.get<std::int64_t>() > 0) {
+        drops += fmt::format("{}{} {}", drops.empty() ? "" : ", ", reason, count.get<std::int64_t>());
+      }
+    }
+  }
+  text += fmt::format("frames: in {}  done {}  late {}  dropped {}{}  in flight {}\n", number(frames, "in", 0),
+                      number(frames, "done", 0), number(frames, "late", 0), number(frames, "dropped", 0),
+                      drops.empty() ? "" : " (" + drops + ")", number(frames, "in_flight", 0));
+  text += fmt::format("queue: depth {} of {} (max {}); {} frames/s over the last interval\n", number(queue, "depth", 0),
+                      number(queue, "capacity", 0), number(queue, "max_depth", 0), number(report, "frames_per_s", 1));
+  text += fmt::format("{:<14}{:>9}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "stage", "count", "skipped", "failed",
+                      "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms");
+  for (const auto& [name, stage] : stage_rows(report)) text += histogram_row(name, stage);
+  text += histogram_row("end to end", report.value("end_to_end", json::object()));
+  return text;
+}
+
+int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err) {
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::sub);
+  socket.set(zmq::sockopt::subscribe, "latency");
+  socket.set(zmq::sockopt::linger, 0);
+  if (!connect(socket, request.endpoint, err, "covflow stats")) return exit_code::usage;
+
+  std::uint64_t shown = 0;
+  auto waited_since = std::chrono::steady_clock::now();
+  while (!stop_flag && (request.count == 0 || shown < request.count)) {
+    zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    if (!(item.revents & ZMQ_POLLIN)) {
+      const auto waited = std::chrono::steady_clock::now() - waited_since;
+      if (request.timeout_ms > 0 && waited > std::chrono::milliseconds(request.timeout_ms)) {
+        err << "covflow stats: no latency report from " << request.endpoint << " within " << request.timeout_ms
+            << " ms (is covflowd running, and is this its daemon.reports_endpoint?)\n";
+        return exit_code::unreachable;
+      }
+      continue;
+    }
+    std::vector<zmq::message_t> parts;
+    if (!zmq::recv_multipart(socket, std::back_inserter(parts))) continue;
+    waited_since = std::chrono::steady_clock::now();
+    if (parts.size() != 2) {
+      err << "covflow stats: ignored a message of " << parts.size() << " parts (expected topic and JSON)\n";
+      continue;
+    }
+    json report = json::parse(parts[1].to_string_view(), nullptr, /*allow_exceptions=*/false);
+    if (report.is_discarded()) {
+      err << "covflow stats: ignored a report that is not JSON\n";
+      continue;
+    }
+    ++shown;
+    if (request.json) {
+      out << report.dump() << '\n';
+    } else {
+      if (request.live) out << "\x1b[H\x1b[2J";  // home and clear: the table redraws in place
+      out << format_report(report);
+      if (!request.live) out << '\n';
+    }
+    out.flush();
+  }
+  return exit_code::ok;
+}
+
+int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err) {
+  static constexpr std::string_view commands[] = {"status", "stats", "reset", "reload", "shutdown"};
+  bool known = false;
+  for (auto c : commands) known = known || c == request.command;
+  if (!known) {
+    err << "covflow ctl: unknown command '" << request.command << "' (expected status, stats, reset, reload or shutdown)\n";
+    return exit_code::usage;
+  }
+  zmq::context_t context;
+  zmq::socket_t socket(context, zmq::socket_type::req);
+  socket.set(zmq::sockopt::linger, 0);
+  if (!connect(socket, request.endpoint, err, "covflow ctl")) return exit_code::usage;
+  const std::string body = json{{"command", request.command}}.dump();
+  socket.send(zmq::buffer(body), zmq::send_flags::none);
+
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, std::chrono::milliseconds(request.timeout_ms));
+  if (!(item.revents & ZMQ_POLLIN)) {
+    err << "covflow ctl: no reply from " << request.endpoint << " within " << request.timeout_ms
+        << " ms (is covflowd running, and is this its daemon.control_endpoint?)\n";
+    return exit_code::unreachable;
+  }
+  zmq::message_t reply;
+  (void)socket.recv(reply, zmq::recv_flags::none);
+  const json answer = json::parse(reply.to_string_view(), nullptr, /*allow_exceptions=*/false);
+  if (answer.is_discarded() || !answer.is_object()) {
+    err << "covflow ctl: the reply is not a JSON object: " << reply.to_string() << '\n';
+    return exit_code::internal_error;
+  }
+  if (!answer.value("ok", false)) {
+    err << "covflow ctl: " << request.command << " refused: " << answer.value("error", std::string("(no reason given)"))
+        << '\n';
+    return exit_code::internal_error;
+  }
+  out << answer.dump(2) << '\n';
+  return exit_code::ok;
+}
+
+}  // namespace covflow::cli

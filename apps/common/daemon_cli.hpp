@@ -1,0 +1,44 @@
+// `covflow stats` and `covflow ctl`: the user's side of covflowd's latency reports and control
+// socket (docs/zmq.md has the messages).
+//   covflow stats [--connect ENDPOINT] [--count N] [--timeout-ms MS] [--json]
+//   covflow ctl COMMAND [--connect ENDPOINT] [--timeout-ms MS]
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace covflow::cli {
+
+struct StatsRequest {
+  std::string endpoint = "tcp://127.0.0.1:5601";  // daemon.reports_endpoint
+  std::uint64_t count = 0;                         // reports to show, then exit 0 (0: until interrupted)
+  std::int64_t timeout_ms = 5000;                  // longest wait for a report before giving up
+  bool json = false;                               // print each report's JSON, one per line
+  bool live = false;                               // redraw in place (a terminal) instead of appending
+};
+
+struct CtlRequest {
+  std::string endpoint = "tcp://127.0.0.1:5602";  // daemon.control_endpoint
+  std::string command;                             // status | stats | reset | reload | shutdown
+  std::int64_t timeout_ms = 5000;
+};
+
+// Subscribes to the latency reports and prints a table per report. Exit codes: 0 after `count`
+// reports or when interrupted; 8 when no report arrived within the timeout; 2 for a bad endpoint.
+int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err);
+
+// Sends one control request and prints the reply (pretty JSON). Exit codes: 0 when the daemon
+// answered ok; 1 when it answered with an error (printed on stderr); 8 when no answer came
+// within the timeout; 2 for a bad endpoint or command.
+int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err);
+
+// One latency report as the table `covflow stats` prints (exposed for tests).
+std::string format_report(const nlohmann::json& report);
+
+// Set by a signal handler to end run_stats between reports.
+void request_stop();
+
+}  // namespace covflow::cli
