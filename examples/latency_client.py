@@ -20,15 +20,19 @@ def describe(report):
     frames = report.get("frames", {})
     e2e = report.get("end_to_end", {})
     stages = report.get("stages", [])
-    slowest = max(stages, key=lambda s: s.get("p99_ms") or 0.0, default=None)
+    def p99(stage):
+        return stage.get("latency", {}).get("p99_ms") or 0.0
+
+    slowest = max(stages, key=p99, default=None)
     line = (
+        f"report {report.get('report', '-')}{' (final)' if report.get('final') else ''}: "
         f"in {frames.get('in', '-')} done {frames.get('done', '-')} late {frames.get('late', '-')} "
         f"dropped {frames.get('dropped', '-')} in flight {frames.get('in_flight', '-')} | "
         f"end to end p50 {e2e.get('p50_ms', float('nan')):.3f} p99 {e2e.get('p99_ms', float('nan')):.3f} "
         f"max {e2e.get('max_ms', float('nan')):.3f} ms"
     )
     if slowest is not None:
-        line += f" | slowest stage {slowest.get('name', '?')} p99 {slowest.get('p99_ms', float('nan')):.3f} ms"
+        line += f" | slowest stage {slowest.get('name', '?')} p99 {p99(slowest):.3f} ms"
     return line
 
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <ostream>
 #include <string_view>
 #include <vector>
@@ -43,10 +44,14 @@ std::vector<std::pair<std::string, json>> stage_rows(const json& report) {
   return rows;
 }
 
-std::string histogram_row(std::string_view name, const json& h) {
-  return fmt::format("{:<14}{:>9}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", name, number(h, "count", 0),
-                     number(h, "skipped", 0), number(h, "failed", 0), number(h, "p50_ms", 3), number(h, "p90_ms", 3),
-                     number(h, "p99_ms", 3), number(h, "p999_ms", 3), number(h, "max_ms", 3));
+// One row: a stage (docs/zmq.md: `latency` object, `ran`, `skipped_degraded`, `failures`) or the
+// end-to-end latency object itself.
+std::string histogram_row(std::string_view name, const json& row) {
+  const json latency = row.contains("latency") ? row["latency"] : row;
+  return fmt::format("{:<14}{:>9}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", name, number(latency, "count", 0),
+                     number(row, "skipped_degraded", 0), number(row, "failures", 0), number(latency, "p50_ms", 3),
+                     number(latency, "p90_ms", 3), number(latency, "p99_ms", 3), number(latency, "p999_ms", 3),
+                     number(latency, "max_ms", 3));
 }
 
 // A ZeroMQ error on connect names the endpoint; anything else is the caller's problem.
@@ -64,12 +69,12 @@ bool connect(zmq::socket_t& socket, const std::string& endpoint, std::ostream& e
 
 void request_stop() { stop_flag = true; }
 
-std::string format_report(const json& report) {
+std::string format_report(const json& report, std::optional<double> frames_per_s) {
   std::string text;
   const json frames = report.value("frames", json::object());
   const json queue = report.value("queue", json::object());
-  text += fmt::format("covflowd report at {} s uptime; backend {}; input {}\n", number(report, "uptime_s", 1),
-                      report.value("backend", std::string("-")), report.value("input", std::string("-")));
+  text += fmt::format("covflowd report {}{} at {} s uptime\n", number(report, "report", 0),
+                      report.value("final", false) ? " (final)" : "", number(report, "uptime_s", 1));
   std::string drops;
   if (const auto it = frames.find("dropped_by_reason"); it != frames.end() && it->is_object()) {
     for (const auto& [reason, count] : it->items()) {
@@ -81,8 +86,9 @@ std::string format_report(const json& report) {
   text += fmt::format("frames: in {}  done {}  late {}  dropped {}{}  in flight {}\n", number(frames, "in", 0),
                       number(frames, "done", 0), number(frames, "late", 0), number(frames, "dropped", 0),
                       drops.empty() ? "" : " (" + drops + ")", number(frames, "in_flight", 0));
-  text += fmt::format("queue: depth {} of {} (max {}); {} frames/s over the last interval\n", number(queue, "depth", 0),
-                      number(queue, "capacity", 0), number(queue, "max_depth", 0), number(report, "frames_per_s", 1));
+  text += fmt::format("queue: depth {} of {} (max {}); {} frames/s since the last report\n", number(queue, "depth", 0),
+                      number(queue, "capacity", 0), number(queue, "max_depth", 0),
+                      frames_per_s ? fmt::format("{:.1f}", *frames_per_s) : std::string("-"));
   text += fmt::format("{:<14}{:>9}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "stage", "count", "skipped", "failed",
                       "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms");
   for (const auto& [name, stage] : stage_rows(report)) text += histogram_row(name, stage);
@@ -98,6 +104,8 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
   if (!connect(socket, request.endpoint, err, "covflow stats")) return exit_code::usage;
 
   std::uint64_t shown = 0;
+  std::optional<double> previous_uptime;
+  double previous_done = 0;
   auto waited_since = std::chrono::steady_clock::now();
   while (!stop_flag && (request.count == 0 || shown < request.count)) {
     zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
@@ -124,11 +132,20 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
       continue;
     }
     ++shown;
+    // Frames per second from two consecutive reports (a reset in between restarts the counters).
+    std::optional<double> rate;
+    const json frames = report.value("frames", json::object());
+    const double done = frames.value("done", 0.0), uptime = report.value("uptime_s", 0.0);
+    if (previous_uptime && uptime > *previous_uptime && done >= previous_done) {
+      rate = (done - previous_done) / (uptime - *previous_uptime);
+    }
+    previous_uptime = uptime;
+    previous_done = done;
     if (request.json) {
       out << report.dump() << '\n';
     } else {
       if (request.live) out << "\x1b[H\x1b[2J";  // home and clear: the table redraws in place
-      out << format_report(report);
+      out << format_report(report, rate);
       if (!request.live) out << '\n';
     }
     out.flush();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,7 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
 int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err);
 
 // One latency report as the table `covflow stats` prints (exposed for tests).
-std::string format_report(const nlohmann::json& report);
+std::string format_report(const nlohmann::json& report, std::optional<double> frames_per_s = {});
 
 // Set by a signal handler to end run_stats between reports.
 void request_stop();

@@ -16,37 +16,47 @@ namespace {
 
 using nlohmann::json;
 
-json sample_report() {
-  return json{{"type", "latency"},
-              {"uptime_s", 12.5},
-              {"backend", "cpu"},
-              {"input", "scenario"},
-              {"frames_per_s", 99.5},
-              {"frames", {{"in", 1203}, {"done", 1195}, {"late", 2}, {"dropped", 7}, {"in_flight", 1},
+// A report as docs/zmq.md specifies it ("latency" topic).
+json sample_report(double uptime_s = 12.5, int done = 1195) {
+  auto latency = [](double p50, double p90, double p99, double p999, double max, int count) {
+    return json{{"count", count}, {"mean_ms", p50}, {"p50_ms", p50}, {"p90_ms", p90}, {"p99_ms", p99},
+                {"p999_ms", p999}, {"max_ms", max}};
+  };
+  return json{{"report", 12},
+              {"final", false},
+              {"interval_ms", 1000},
+              {"uptime_s", uptime_s},
+              {"frames", {{"in", 1203}, {"done", done}, {"late", 2}, {"dropped", 7}, {"in_flight", 1},
                           {"dropped_by_reason", {{"overflow_drop_oldest", 5}, {"shape", 2}, {"stage_error", 0}}}}},
               {"queue", {{"depth", 1}, {"capacity", 8}, {"max_depth", 6}}},
-              {"stages", json::array({json{{"name", "covariance"}, {"count", 1195}, {"skipped", 0}, {"failed", 0},
-                                           {"p50_ms", 0.4125}, {"p90_ms", 0.5}, {"p99_ms", 0.75}, {"p999_ms", 1.0},
-                                           {"max_ms", 1.25}},
-                                      json{{"name", "subspace"}, {"count", 1190}, {"skipped", 5}, {"failed", 0},
-                                           {"p50_ms", 2.0}, {"p90_ms", 2.5}, {"p99_ms", 3.0}, {"p999_ms", 3.5},
-                                           {"max_ms", 4.0}}})},
-              {"end_to_end", {{"count", 1195}, {"p50_ms", 2.5}, {"p90_ms", 3.0}, {"p99_ms", 4.0}, {"p999_ms", 4.5},
-                              {"max_ms", 5.0}}}};
+              {"ingest_blocked_ms", 0.0},
+              {"stages", json::array({json{{"name", "subspace"}, {"latency", latency(2.0, 2.5, 3.0, 3.5, 4.0, 1190)},
+                                           {"ran", 1190}, {"skipped_degraded", 5}, {"failures", 0},
+                                           {"over_budget", 0}, {"predicted_ms", 2.0}},
+                                      json{{"name", "covariance"}, {"latency", latency(0.4125, 0.5, 0.75, 1.0, 1.25, 1195)},
+                                           {"ran", 1195}, {"skipped_degraded", 0}, {"failures", 3},
+                                           {"over_budget", 0}, {"predicted_ms", 0.41}}})},
+              {"end_to_end", latency(2.5, 3.0, 4.0, 4.5, 5.0, 1195)}};
 }
 
 TEST(FormatReport, ShowsCountersDropReasonsAndStagesInChainOrder) {
-  const std::string text = cli::format_report(sample_report());
+  const std::string text = cli::format_report(sample_report(), 99.5);
+  EXPECT_NE(text.find("covflowd report 12 at 12.5 s uptime"), std::string::npos) << text;
   EXPECT_NE(text.find("frames: in 1203  done 1195  late 2  dropped 7 (overflow_drop_oldest 5, shape 2)  in flight 1"),
             std::string::npos) << text;
   EXPECT_NE(text.find("queue: depth 1 of 8 (max 6); 99.5 frames/s"), std::string::npos) << text;
-  const auto covariance = text.find("covariance"), subspace = text.find("subspace"), total = text.find("end to end");
+  // The array's order (the chain's), not the alphabet's: subspace was put first in this report.
+  const auto subspace = text.find("subspace"), covariance = text.find("covariance"), total = text.find("end to end");
   ASSERT_NE(covariance, std::string::npos);
   ASSERT_NE(subspace, std::string::npos);
-  EXPECT_LT(covariance, subspace);  // chain order, not alphabetical by accident: covariance < subspace either way,
-  EXPECT_LT(subspace, total);       // but the end-to-end row must come last
-  EXPECT_NE(text.find("0.412"), std::string::npos) << text;  // p50 of covariance, 3 decimals
-  EXPECT_NE(text.find("4.500"), std::string::npos) << text;  // p99.9 end to end
+  EXPECT_LT(subspace, covariance);
+  EXPECT_LT(covariance, total);
+  const std::string covariance_row = text.substr(covariance, text.find('\n', covariance) - covariance);
+  EXPECT_EQ(covariance_row, "covariance         1195        0        3     0.412     0.500     0.750     1.000     1.250");
+  const std::string subspace_row = text.substr(subspace, text.find('\n', subspace) - subspace);
+  EXPECT_EQ(subspace_row, "subspace           1190        5        0     2.000     2.500     3.000     3.500     4.000");
+  EXPECT_NE(text.find("end to end         1195        -        -     2.500     3.000     4.000     4.500     5.000"),
+            std::string::npos) << text;
 }
 
 TEST(FormatReport, MissingFieldsShowAsDashes) {
@@ -60,11 +70,15 @@ TEST(Stats, PrintsReportsFromARealPublisher) {
   pub.bind("tcp://127.0.0.1:*");
   const std::string endpoint = pub.get(zmq::sockopt::last_endpoint);
 
-  std::atomic<bool> done{false};
+  std::atomic<bool> finished{false};
   std::thread publisher([&] {
+    double uptime = 10.0;
+    int done = 1000;
     // PUB drops what is sent before the subscriber has joined: keep sending until it has read enough.
-    while (!done) {
-      const std::string body = sample_report().dump();
+    while (!finished) {
+      const std::string body = sample_report(uptime, done).dump();
+      uptime += 1.0;
+      done += 100;
       pub.send(zmq::buffer(std::string_view("latency")), zmq::send_flags::sndmore);
       pub.send(zmq::buffer(body), zmq::send_flags::none);
       pub.send(zmq::buffer(std::string_view("result")), zmq::send_flags::sndmore);  // another topic: not shown
@@ -74,13 +88,16 @@ TEST(Stats, PrintsReportsFromARealPublisher) {
   });
   std::ostringstream out, err;
   const int code = cli::run_stats({.endpoint = endpoint, .count = 2, .timeout_ms = 5000}, out, err);
-  done = true;
+  finished = true;
   publisher.join();
   EXPECT_EQ(code, exit_code::ok) << err.str();
   const std::string text = out.str();
   const auto first = text.find("frames: in 1203");
   ASSERT_NE(first, std::string::npos) << text;
   EXPECT_NE(text.find("frames: in 1203", first + 1), std::string::npos) << "two reports expected:\n" << text;
+  // The second report's rate comes from the first: 100 more frames done in 1 s (sent 20 ms apart,
+  // but the rate is taken from the reports' own uptime, not the wall clock).
+  EXPECT_NE(text.find("100.0 frames/s since the last report"), std::string::npos) << text;
 }
 
 TEST(Stats, NoReportWithinTheTimeoutIsExitCode8) {
