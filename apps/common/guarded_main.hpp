@@ -12,6 +12,7 @@
 #include "common/exit_codes.hpp"
 #include "covflow/config/error.hpp"
 #include "covflow/linalg/error.hpp"
+#include "covflow/pipeline/endpoints.hpp"
 #include "covflow/replay/error.hpp"
 
 namespace covflow::apps {
@@ -39,6 +40,9 @@ inline int run_guarded(std::string_view program, const std::function<int()>& bod
     report(e.what());
     return exit_code::input_damaged;
   } catch (const replay::IoError& e) {
+    report(e.what());
+    return exit_code::io;
+  } catch (const pipeline::EndpointError& e) {
     report(e.what());
     return exit_code::io;
   } catch (const linalg::Unavailable& e) {

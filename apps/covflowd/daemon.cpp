@@ -1,0 +1,344 @@
+#include "covflowd/daemon.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/daemon_cli.hpp"
+#include "covflow/config/build_info.hpp"
+#include "covflow/config/load.hpp"
+#include "covflow/linalg/device.hpp"
+#include "covflow/pipeline/logging.hpp"
+#include "covflow/stages/processing.hpp"
+
+namespace covflow::daemon {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+linalg::Exec make_exec(const config::DeviceConfig& device) {
+  const int gpu = device.gpus.empty() ? 0 : int(device.gpus.front());
+  switch (device.backend) {
+    case config::Backend::cpu: return linalg::Exec::cpu();
+    case config::Backend::cuda: return linalg::Exec::cuda({.device = gpu});
+    case config::Backend::automatic: break;
+  }
+  return linalg::probe_devices().available() ? linalg::Exec::cuda({.device = gpu}) : linalg::Exec::cpu();
+}
+
+// The daemon's input with --frames applied: ends after `limit` frames (nullopt: never by count).
+class LimitedInput final : public pipeline::FrameInput {
+ public:
+  LimitedInput(stages::FrameSource& source, std::optional<std::uint64_t> limit) : source_(source), limit_(limit) {}
+  std::optional<replay::Frame> next(std::chrono::milliseconds wait) override {
+    if (limit_reached()) return std::nullopt;
+    auto frame = source_.next(wait);
+    if (frame) ++taken_;
+    return frame;
+  }
+  bool ended() const override { return limit_reached() || source_.ended(); }
+  std::uint64_t rejected() const override { return source_.rejected(); }
+  std::string last_problem() const override { return source_.last_problem(); }
+  std::string describe() const override { return source_.describe(); }
+  std::uint64_t taken() const { return taken_.load(); }
+
+ private:
+  bool limit_reached() const { return limit_ && taken_.load() >= *limit_; }
+  stages::FrameSource& source_;
+  std::optional<std::uint64_t> limit_;
+  std::atomic<std::uint64_t> taken_{0};
+};
+
+pipeline::RunnerOptions runner_options(const config::PipelineConfig& p) {
+  pipeline::RunnerOptions options;
+  options.budget_ms = p.budget_ms;
+  options.queue_depth = std::size_t(p.queue_depth);
+  options.overflow = p.overflow;
+  return options;
+}
+
+}  // namespace
+
+Signals& signals() {
+  static Signals instance;
+  return instance;
+}
+
+config::Config load_configuration(const Options& options) {
+  return options.config_path.empty() ? config::load_defaults(options.overrides)
+                                     : config::load_file(options.config_path, options.overrides);
+}
+
+struct Daemon::Pipeline {
+  std::unique_ptr<stages::FrameSource> source;
+  std::unique_ptr<LimitedInput> input;
+  std::vector<std::string> stage_names;
+  std::unique_ptr<pipeline::Runner> runner;
+  stages::PublishStage* publish = nullptr;  // owned by the runner's chain
+};
+
+Daemon::Daemon(Options options, config::Config config)
+    : options_(std::move(options)), config_(std::move(config)), exec_(make_exec(config_.device)) {
+  auto log = pipeline::logger("covflowd");
+  const auto& d = config_.daemon;
+  results_ = std::make_shared<pipeline::ResultsPublisher>(d.results_endpoint);
+  reports_ = std::make_unique<pipeline::ReportPublisher>(d.reports_endpoint, metrics_,
+                                                         std::chrono::milliseconds(d.report_interval_ms));
+  control_ = std::make_unique<pipeline::ControlServer>(d.control_endpoint, *this);
+  pipeline_ = build_chain(config_);
+  initial_input_ = make_input(config_);
+  log->info("covflowd {} on {}; results {}, reports {} every {} ms, control {}", config::build_info().version,
+            name(exec_.backend()), results_->endpoint(), reports_->endpoint(), d.report_interval_ms,
+            control_->endpoint());
+}
+
+Daemon::~Daemon() {
+  if (control_) control_->stop();
+  if (pipeline_ && pipeline_->runner) pipeline_->runner->stop_now();
+  if (reports_) reports_->stop();
+}
+
+std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cfg) {
+  switch (cfg.ingest.source) {
+    case config::IngestSource::synth: {
+      // Paced at the scenario's frame rate, as a live array would deliver frames.
+      return stages::scenario_source(cfg.scenario, 0, replay::steady_clock().now_ns(), &replay::steady_clock());
+    }
+    case config::IngestSource::file:
+      return stages::replay_source(cfg.ingest.file.path, stages::replay_options(cfg.ingest.file));
+    case config::IngestSource::zmq: return stages::zmq_source(cfg.ingest.zmq.endpoint, cfg.ingest.zmq.pattern);
+  }
+  throw std::logic_error("unknown ingest source");
+}
+
+std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg) {
+  auto p = std::make_unique<Pipeline>();
+  auto chain = stages::make_processing_stages(cfg);
+  for (const auto& stage : chain) p->stage_names.emplace_back(stage->name());
+  if (cfg.pipeline.stages.publish.enabled) {
+    p->stage_names.emplace_back("publish");
+    stages::PublishOptions publish{.record_path = cfg.pipeline.stages.publish.record_path,
+                                   .stage_names = p->stage_names};
+    auto stage = std::make_unique<stages::PublishStage>(results_, std::move(publish));
+    p->publish = stage.get();
+    chain.push_back(std::move(stage));
+  }
+  p->runner = std::make_unique<pipeline::Runner>(stages::frame_shape(cfg), std::move(chain), exec_,
+                                                 runner_options(cfg.pipeline), metrics_);
+  return p;
+}
+
+void Daemon::attach_and_start(Pipeline& p, std::unique_ptr<stages::FrameSource> source) {
+  p.source = std::move(source);
+  std::optional<std::uint64_t> limit;
+  if (options_.frames > 0) limit = options_.frames - std::min(options_.frames, frames_taken_before_);
+  p.input = std::make_unique<LimitedInput>(*p.source, limit);
+  p.runner->start(*p.input);
+}
+
+int Daemon::run() {
+  auto log = pipeline::logger("covflowd");
+  started_ns_ = now_ns();
+  reports_->start();
+  control_->start();
+  attach_and_start(*pipeline_, std::move(initial_input_));
+  log->info("running: input {}; stages {}; budget {} ms; queue {} ({})", pipeline_->input->describe(),
+            fmt::join(pipeline_->stage_names, " → "), config_.pipeline.budget_ms, config_.pipeline.queue_depth,
+            name(config_.pipeline.overflow));
+
+  const char* why = "";
+  while (true) {
+    if (signals().terminate.exchange(false)) {
+      why = "signal";
+      break;
+    }
+    bool reload_now = signals().hangup.exchange(false);
+    {
+      std::lock_guard lock(mutex_);
+      if (shutdown_requested_) {
+        why = "shutdown request";
+        break;
+      }
+      if (reload_requests_ > reloads_done_ + reload_failures_) reload_now = true;
+    }
+    if (reload_now) {
+      json reply;
+      std::string error;
+      try {
+        const Change change = apply_reload();
+        reply = {{"applied", change.applied}, {"needs_restart", change.needs_restart}};
+        log->info("configuration reloaded: {}{}", change.applied.empty() ? "nothing changed" : fmt::format("{}", fmt::join(change.applied, ", ")),
+                  change.needs_restart.empty() ? "" : fmt::format("; needs a restart to change: {}", fmt::join(change.needs_restart, ", ")));
+      } catch (const std::exception& e) {
+        error = e.what();
+        log->error("reload refused, the running configuration stays: {}", error);
+      }
+      {
+        std::lock_guard lock(mutex_);
+        if (error.empty()) {
+          ++reloads_done_;
+          last_reload_reply_ = reply;
+        } else {
+          ++reload_failures_;
+          last_reload_error_ = error;
+          last_reload_reply_.reset();
+        }
+        state_ = State::running;
+      }
+      reload_done_.notify_all();
+    }
+    if (pipeline_->runner->finished()) {
+      why = "end of input";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  {
+    std::lock_guard lock(mutex_);
+    state_ = State::draining;
+  }
+  log->info("stopping ({}): finishing {} frames in flight", why, pipeline_->runner->in_flight());
+  pipeline_->runner->drain();
+  if (pipeline_->publish) pipeline_->publish->close();
+  control_->stop();
+  reports_->stop();  // the final report
+  const auto snapshot = metrics_.snapshot();
+  log->info("stopped: frames in {}, done {}, late {}, dropped {}", snapshot.frames_in, snapshot.frames_done,
+            snapshot.frames_late, snapshot.frames_dropped);
+  if (options_.print_report) print_final_report();
+  reload_done_.notify_all();
+  return 0;
+}
+
+void Daemon::print_final_report() {
+  json report = pipeline::to_json(metrics_.snapshot());
+  report["final"] = true;
+  std::fputs("\ncovflowd final latency report\n", stdout);
+  std::fputs(cli::format_report(report).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+Daemon::Change Daemon::apply_reload() {
+  auto log = pipeline::logger("covflowd");
+  {
+    std::lock_guard lock(mutex_);
+    state_ = State::reloading;
+  }
+  config::Config next = load_configuration(options_);  // throws ConfigError: nothing changes
+  Change change;
+  config::Config running;
+  {
+    std::lock_guard lock(mutex_);
+    running = config_;
+  }
+  // What cannot change while running: sockets are bound and the Exec is made at start.
+  if (next.daemon.results_endpoint != running.daemon.results_endpoint) change.needs_restart.emplace_back("daemon.results_endpoint");
+  if (next.daemon.reports_endpoint != running.daemon.reports_endpoint) change.needs_restart.emplace_back("daemon.reports_endpoint");
+  if (next.daemon.control_endpoint != running.daemon.control_endpoint) change.needs_restart.emplace_back("daemon.control_endpoint");
+  if (next.daemon.report_interval_ms != running.daemon.report_interval_ms) change.needs_restart.emplace_back("daemon.report_interval_ms");
+  if (!(next.device == running.device)) change.needs_restart.emplace_back("device");
+  config::Config effective = next;
+  effective.daemon = running.daemon;
+  effective.device = running.device;
+  if (next.daemon.log_level != running.daemon.log_level) {
+    pipeline::set_log_level(std::string(name(next.daemon.log_level)));
+    effective.daemon.log_level = next.daemon.log_level;
+    change.applied.emplace_back("daemon.log_level");
+  }
+  const bool input_changed = !(next.ingest == running.ingest) || !(next.scenario == running.scenario);
+  const bool pipeline_changed = input_changed || !(next.pipeline == running.pipeline);
+  if (pipeline_changed) {
+    if (!(next.ingest == running.ingest)) change.applied.emplace_back("ingest");
+    if (!(next.scenario == running.scenario)) change.applied.emplace_back("scenario");
+    if (!(next.pipeline == running.pipeline)) change.applied.emplace_back("pipeline");
+    // A new input is opened before anything stops: a file that cannot be opened or an endpoint
+    // ZeroMQ refuses refuses the reload while the old pipeline runs on.
+    std::unique_ptr<stages::FrameSource> fresh_input = input_changed ? make_input(effective) : nullptr;
+    log->info("reload: finishing {} frames in flight before switching pipelines", pipeline_->runner->in_flight());
+    pipeline_->runner->drain();
+    if (pipeline_->publish) pipeline_->publish->close();
+    frames_taken_before_ += pipeline_->input->taken();
+    // The stages are prepared on the Exec only once the old chain is idle. If the new chain
+    // cannot be built, the running configuration's chain is rebuilt on the old input and the
+    // reload is refused.
+    std::unique_ptr<Pipeline> replacement;
+    try {
+      replacement = build_chain(effective);
+    } catch (const std::exception& e) {
+      log->error("reload: the new pipeline cannot be built ({}); restarting the running one", e.what());
+      replacement = build_chain(running);
+      attach_and_start(*replacement, std::move(pipeline_->source));
+      {
+        std::lock_guard lock(mutex_);
+        pipeline_ = std::move(replacement);
+      }
+      throw;
+    }
+    attach_and_start(*replacement, input_changed ? std::move(fresh_input) : std::move(pipeline_->source));
+    std::lock_guard lock(mutex_);
+    pipeline_ = std::move(replacement);
+  }
+  std::lock_guard lock(mutex_);
+  config_ = effective;
+  return change;
+}
+
+json Daemon::status() {
+  std::lock_guard lock(mutex_);
+  const auto snapshot = metrics_.snapshot();
+  const char* state = state_ == State::running ? "running" : state_ == State::reloading ? "reloading" : "draining";
+  json stages = json::array();
+  for (const auto& name : pipeline_->stage_names) stages.push_back(name);
+  return {{"state", state},
+          {"version", config::build_info().version},
+          {"backend", std::string(name(exec_.backend()))},
+          {"input", pipeline_->input->describe()},
+          {"input_ended", pipeline_->runner->input_ended()},
+          {"config_file", options_.config_path.empty() ? "(built-in defaults)" : options_.config_path},
+          {"uptime_s", double(now_ns() - started_ns_) * 1e-9},
+          {"stages", stages},
+          {"budget_ms", config_.pipeline.budget_ms},
+          {"queue_depth", config_.pipeline.queue_depth},
+          {"overflow", std::string(name(config_.pipeline.overflow))},
+          {"frames", {{"in", snapshot.frames_in}, {"done", snapshot.frames_done}, {"late", snapshot.frames_late},
+                      {"dropped", snapshot.frames_dropped}, {"in_flight", snapshot.in_flight}}},
+          {"results_sent", results_->sent()},
+          {"reloads", reloads_done_},
+          {"reload_failures", reload_failures_},
+          {"last_reload_error", last_reload_error_}};
+}
+
+json Daemon::stats() { return pipeline::to_json(metrics_.snapshot()); }
+
+void Daemon::reset() { metrics_.reset(); }
+
+json Daemon::reload() {
+  std::unique_lock lock(mutex_);
+  const std::uint64_t before = reloads_done_ + reload_failures_;
+  ++reload_requests_;
+  // The main loop applies it (draining the frames in flight when the chain changes).
+  if (!reload_done_.wait_for(lock, std::chrono::seconds(60), [&] {
+        return reloads_done_ + reload_failures_ > before || state_ == State::draining;
+      })) {
+    throw std::runtime_error("reload did not finish within 60 s; see the log");
+  }
+  if (state_ == State::draining) throw std::runtime_error("covflowd is shutting down");
+  if (!last_reload_reply_) throw std::runtime_error(last_reload_error_);
+  return *last_reload_reply_;
+}
+
+void Daemon::shutdown() {
+  std::lock_guard lock(mutex_);
+  shutdown_requested_ = true;
+}
+
+}  // namespace covflow::daemon

@@ -1,0 +1,108 @@
+// The daemon behind covflowd: one pipeline (runner, stages, frame pool) on one Exec, its input,
+// and the ZeroMQ endpoints (results, latency reports, control). docs/daemon.md is the user's
+// description; docs/zmq.md the messages.
+//
+// Threads: the caller's (run(): start, signals, reloads, the end), the runner's ingest and lane
+// threads, the report thread and the control thread. Control requests that change the pipeline
+// (reload, shutdown) are handed to run()'s loop, which alone builds and tears down pipelines.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "covflow/config/config.hpp"
+#include "covflow/linalg/exec.hpp"
+#include "covflow/pipeline/endpoints.hpp"
+#include "covflow/pipeline/metrics.hpp"
+#include "covflow/pipeline/runner.hpp"
+#include "covflow/stages/ingest.hpp"
+#include "covflow/stages/publish.hpp"
+
+namespace covflow::daemon {
+
+struct Options {
+  std::string config_path;             // empty: the built-in defaults
+  std::vector<std::string> overrides;  // --set KEY=VALUE, applied again on every reload
+  std::uint64_t frames = 0;            // stop after this many frames from the input (0: no limit)
+  bool print_report = true;            // print the final latency report on stdout at the end
+};
+
+// Signals, set by the handlers main() installs (async-signal-safe: plain atomics).
+struct Signals {
+  std::atomic<bool> terminate{false};  // SIGTERM, SIGINT: drain and exit
+  std::atomic<bool> hangup{false};     // SIGHUP: reload the configuration
+};
+Signals& signals();
+
+// The configuration run() starts from and every reload re-reads: the file (or the defaults)
+// with the overrides. Throws config::ConfigError.
+config::Config load_configuration(const Options& options);
+
+class Daemon final : public pipeline::ControlHandler {
+ public:
+  // Builds everything (Exec, endpoints, pipeline, input) from `config`; throws on what cannot be
+  // built (config::ConfigError, pipeline::EndpointError, linalg::Unavailable, replay::IoError).
+  Daemon(Options options, config::Config config);
+  ~Daemon() override;
+
+  // Runs until SIGTERM/SIGINT, a shutdown request, or the input's end (a file replayed once, or
+  // options.frames taken): every frame taken from the input is finished, the final report is
+  // published (and printed), and 0 is returned.
+  int run();
+
+  // pipeline::ControlHandler (called on the control thread)
+  nlohmann::json status() override;
+  nlohmann::json stats() override;
+  void reset() override;
+  nlohmann::json reload() override;
+  void shutdown() override;
+
+  const pipeline::Metrics& metrics() const { return metrics_; }
+
+ private:
+  struct Pipeline;
+  // What a reload changed, and what it could not change without a restart.
+  struct Change {
+    std::vector<std::string> applied, needs_restart;
+  };
+
+  // The chain (stages, runner, pool) for `config`, without its input.
+  std::unique_ptr<Pipeline> build_chain(const config::Config& config);
+  // Gives `p` its input (with what is left of options.frames) and starts it.
+  void attach_and_start(Pipeline& p, std::unique_ptr<stages::FrameSource> source);
+  std::unique_ptr<stages::FrameSource> make_input(const config::Config& config);
+  // Loads the configuration again and, when it is valid, rebuilds what changed (the frames in
+  // flight are finished first). Throws config::ConfigError (nothing changed) when it is not.
+  Change apply_reload();
+  void print_final_report();
+
+  Options options_;
+  config::Config config_;  // the running configuration (main loop writes, under mutex_)
+  linalg::Exec exec_;
+  pipeline::Metrics metrics_;
+  std::shared_ptr<pipeline::ResultsPublisher> results_;
+  std::unique_ptr<pipeline::ReportPublisher> reports_;
+  std::unique_ptr<pipeline::ControlServer> control_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<stages::FrameSource> initial_input_;  // made with the first pipeline, started by run()
+  std::uint64_t frames_taken_before_ = 0;  // taken by pipelines a reload replaced (for options.frames)
+  std::int64_t started_ns_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable reload_done_;
+  enum class State { running, reloading, draining } state_ = State::running;
+  bool shutdown_requested_ = false;
+  std::uint64_t reload_requests_ = 0, reloads_done_ = 0, reload_failures_ = 0;
+  std::string last_reload_error_;
+  std::optional<nlohmann::json> last_reload_reply_;
+};
+
+}  // namespace covflow::daemon
