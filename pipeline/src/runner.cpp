@@ -30,7 +30,7 @@ constexpr milliseconds kPoll{50};  // how long a worker or a blocked ingest wait
 struct Runner::Lane {
   linalg::Exec* exec = nullptr;
   std::unique_ptr<detail::DeviceLane> device;
-  std::vector<double> predicted_ms;              // per stage; 0: no run seen yet
+  std::vector<double> predicted_ms;              // per stage; negative: no run seen yet
   std::vector<std::uint32_t> skipped_in_a_row;   // per stage
   std::vector<std::size_t> issued;               // GPU stages of this frame whose times are not read yet
   std::vector<std::size_t> issued_from;          // the event each one is timed from
@@ -84,7 +84,7 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
   auto lane = std::make_unique<Lane>();
   lane->exec = &exec_;
   lane->device = detail::DeviceLane::make(exec_, stages_.size());  // makes the device current
-  lane->predicted_ms.assign(stages_.size(), 0.0);
+  lane->predicted_ms.assign(stages_.size(), -1.0);
   lane->skipped_in_a_row.assign(stages_.size(), 0);
   lane->issued.reserve(stages_.size());
   lane->issued_from.reserve(stages_.size());
@@ -270,23 +270,23 @@ void Runner::lane_loop(Lane& lane) {
 // skipped when the time left to the deadline is below that sum.
 bool Runner::should_skip(Lane& lane, std::size_t i, const FrameSlot& slot, std::size_t issued_pending) {
   const double cost = lane.predicted_ms[i];
-  if (cost <= 0) return false;  // never ran: running it is the only way to learn its cost
+  if (cost < 0) return false;  // never ran: running it is the only way to learn its cost
   if (options_.reprobe_after > 0 && lane.skipped_in_a_row[i] >= options_.reprobe_after) return false;
   double backlog = 0;
   for (std::size_t k = 0; k < issued_pending; ++k) {
     const std::size_t j = lane.issued[k];
-    if (!lane.device->stage_complete(j)) backlog += lane.predicted_ms[j];
+    if (!lane.device->stage_complete(j)) backlog += std::max(0.0, lane.predicted_ms[j]);
   }
   double reserve = 0;
   for (std::size_t k = i + 1; k < stages_.size(); ++k)
-    if (!stages_[k]->degradable()) reserve += lane.predicted_ms[k];
+    if (!stages_[k]->degradable()) reserve += std::max(0.0, lane.predicted_ms[k]);
   const double remaining = ms_between(now_ns(), slot.times.deadline_ns);
   return remaining < backlog + cost + reserve;
 }
 
 void Runner::record_stage_time(Lane& lane, std::size_t i, double ms) {
   double& p = lane.predicted_ms[i];
-  p = p <= 0 ? ms : (1.0 - options_.cost_smoothing) * p + options_.cost_smoothing * ms;
+  p = p < 0 ? ms : (1.0 - options_.cost_smoothing) * p + options_.cost_smoothing * ms;
   metrics_.stage_predicted(i, p);
   const double budget = stages_[i]->budget_ms();
   metrics_.stage_ran(i, ms, budget > 0 && ms > budget);

@@ -118,7 +118,7 @@ class Runner {
   const FrameShape& shape() const { return shape_; }
   std::size_t stage_count() const { return stages_.size(); }
   const Stage& stage(std::size_t i) const { return *stages_.at(i); }
-  // The current cost estimate of stage `i` on lane 0, ms (0: never ran).
+  // The current cost estimate of stage `i` on lane 0, ms (negative: it has not run yet).
   double predicted_ms(std::size_t i) const;
 
  private:
