@@ -41,6 +41,7 @@ class CudaLane final : public DeviceLane {
   void stage_end(std::size_t stage) override { ends_.at(stage).record(context_.stream()); }
   bool stage_complete(std::size_t stage) override { return ends_.at(stage).ready(); }
   void synchronize() override { COVFLOW_CUDA_TRY(cudaStreamSynchronize(context_.stream())); }
+  void wait_uploads() override { copy_.synchronize(); }
   double elapsed_ms(std::size_t from, std::size_t to) override {
     const linalg::cuda::Event& a = from == kStart ? start_ : ends_.at(from);
     return double(ends_.at(to).elapsed_since(a));

@@ -32,6 +32,8 @@ class DeviceLane {
   virtual bool stage_complete(std::size_t stage) = 0;
   // Waits for everything issued on the compute stream.
   virtual void synchronize() = 0;
+  // Waits for every upload issued on the copy stream (before a slot is released unprocessed).
+  virtual void wait_uploads() = 0;
   // GPU milliseconds from the end event of `from` (kStart: the start event) to the end event of
   // `to`; both must have completed.
   virtual double elapsed_ms(std::size_t from, std::size_t to) = 0;

@@ -156,7 +156,10 @@ void Runner::admit(replay::Frame& frame) {
   ++in_flight_;
   const auto& h = frame.header;
   if (auto problem = frame_shape_problem(shape_, h, frame.payload.size()); !problem.empty()) {
-    log_->warn("frame {} dropped (shape): {}", h.sequence, problem);
+    // A misconfigured feed sends nothing but such frames: the first ones are logged, then one
+    // in a thousand (every one is counted).
+    if (++shape_drops_ <= 20 || shape_drops_ % 1000 == 0)
+      log_->warn("frame {} dropped (shape): {} [{} such frames so far]", h.sequence, problem, shape_drops_);
     metrics_.frame_dropped(drop_reason::shape);
     --in_flight_;
     return;
@@ -242,7 +245,7 @@ void Runner::lane_loop(Lane& lane) {
     pending_uploaded = false;
     if (slot == nullptr) break;
     if (stop_now_.load()) {
-      if (uploaded) lane.device->synchronize();  // its copy may still be reading the pinned payload
+      if (uploaded) lane.device->wait_uploads();  // its copy may still be reading the pinned payload
       drop(slot, drop_reason::shutdown);
       continue;
     }

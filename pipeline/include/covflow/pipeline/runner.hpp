@@ -154,6 +154,7 @@ class Runner {
   mutable std::mutex done_mutex_;
   std::condition_variable done_cv_;
   std::size_t threads_running_ = 0;
+  std::uint64_t shape_drops_ = 0;  // ingest thread only
 };
 
 }  // namespace covflow::pipeline
