@@ -29,6 +29,11 @@ class Stage {
   virtual bool degradable() const { return false; }
   // This stage's own budget in ms (0: none); exceeding it is counted, not fatal.
   virtual double budget_ms() const { return 0.0; }
+  // True when run() reads the frame's host results (FrameSlot::results), as the publish stage
+  // does. On a CUDA lane the runner then waits for the frame's GPU work (the stream) before
+  // calling run(), so the results the earlier stages copied back are complete; such a stage is
+  // timed on the host clock.
+  virtual bool needs_host_results() const { return false; }
 
   // Once per lane, before any frame: reserve every workspace, plan every FFT, for frames up to
   // `shape`. Nothing may allocate in run().
@@ -37,7 +42,7 @@ class Stage {
 
   // Processes one frame. On a CUDA lane, GPU work is issued on exec's stream and need not be
   // complete when run() returns: the runner records an event after each stage and synchronises
-  // once, after the last. A problem with this frame alone (wrong shape, non-finite data) is
+  // once, after the last (or before the first stage that needs_host_results()). A problem with this frame alone (wrong shape, non-finite data) is
   // reported by throwing FrameError; the runner counts it, drops the frame and goes on.
   virtual void run(FrameSlot& frame, linalg::Exec& exec) = 0;
 };

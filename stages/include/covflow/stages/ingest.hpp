@@ -9,6 +9,7 @@
 #include <string>
 
 #include "covflow/config/config.hpp"
+#include "covflow/pipeline/frame_input.hpp"
 #include "covflow/replay/frame.hpp"
 #include "covflow/replay/reader.hpp"
 #include "covflow/replay/replayer.hpp"
@@ -16,20 +17,10 @@
 
 namespace covflow::stages {
 
-class FrameSource {
- public:
-  virtual ~FrameSource() = default;
-  // The next frame; nullopt when none arrived within `wait` (a live feed) or when the input has
-  // ended (ended() then says so).
-  virtual std::optional<replay::Frame> next(std::chrono::milliseconds wait) = 0;
-  virtual bool ended() const = 0;
-  // Input refused as damaged so far (messages that are not one whole record, damaged records).
-  virtual std::uint64_t rejected() const { return 0; }
-  // The latest refusal, for the log.
-  virtual std::string last_problem() const { return {}; }
-  // "scenario (16 elements, ...)", "file recordings/a.cvf", "zmq sub tcp://..."
-  virtual std::string describe() const = 0;
-};
+// An ingest source: the pipeline's FrameInput (next, ended, rejected, last_problem, describe; see
+// covflow/pipeline/frame_input.hpp). describe() reads "scenario (16 elements, ...)",
+// "file recordings/a.cvf", "zmq sub tcp://...".
+class FrameSource : public pipeline::FrameInput {};
 
 // Scenario frames 0, 1, ..., `frames` of them (0: without end). Without a clock they come as
 // fast as they are generated; with one, frame s is held back until s / frame_rate_hz after the

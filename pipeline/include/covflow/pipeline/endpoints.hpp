@@ -1,0 +1,145 @@
+// The daemon's ZeroMQ endpoints (DESIGN.md, "Scheduler and latency"); docs/zmq.md is the
+// reference for every socket, topic and field.
+//
+//   ResultsPublisher  PUB  daemon.results_endpoint  [ "result", JSON ] per completed frame
+//   ReportPublisher   PUB  daemon.reports_endpoint  [ "latency", JSON ] every report_interval_ms
+//                                                   and once more, final, when it stops
+//   ControlServer     REP  daemon.control_endpoint  {"command": ...} → {"ok": ..., ...}
+//
+// Each binds when it is made; a refused endpoint (address in use, malformed) throws
+// EndpointError naming the endpoint and the configuration key it came from. An endpoint may end
+// in ":*" (tcp) for a free port: endpoint() says which was taken.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "covflow/pipeline/frame.hpp"
+#include "covflow/pipeline/metrics.hpp"
+
+namespace covflow::pipeline {
+
+class EndpointError : public std::runtime_error {
+ public:
+  EndpointError(std::string key, std::string endpoint, const std::string& message);
+  const std::string& key() const noexcept { return key_; }
+  const std::string& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  std::string key_, endpoint_;
+};
+
+struct ResultJsonOptions {
+  bool spectrum = false;     // include the MUSIC pseudo-spectrum (cells × spectrum_points floats)
+  bool eigenvalues = false;  // include the eigenvalues (cells × channels floats)
+};
+
+// The "result" message body of one frame (docs/zmq.md). `stage_names` label the frame's stage
+// records (chain order); a record without a name is labelled by its index. NaN results become
+// JSON null.
+nlohmann::json result_json(const FrameSlot& frame, std::span<const std::string> stage_names,
+                           const ResultJsonOptions& options = {});
+
+class ResultsPublisher {
+ public:
+  explicit ResultsPublisher(const std::string& endpoint, std::string key = "daemon.results_endpoint");
+  ~ResultsPublisher();
+  ResultsPublisher(const ResultsPublisher&) = delete;
+  ResultsPublisher& operator=(const ResultsPublisher&) = delete;
+
+  // Sends [topic "result", body]; never blocks (a PUB socket drops what a slow subscriber cannot
+  // take). Thread-safe. False when ZeroMQ refused the message.
+  bool publish(const nlohmann::json& body);
+  std::string endpoint() const;
+  std::uint64_t sent() const { return sent_.load(); }
+
+ private:
+  struct Socket;
+  std::unique_ptr<Socket> socket_;
+  std::mutex mutex_;
+  std::atomic<std::uint64_t> sent_{0};
+};
+
+class ReportPublisher {
+ public:
+  ReportPublisher(const std::string& endpoint, Metrics& metrics, std::chrono::milliseconds interval,
+                  std::string key = "daemon.reports_endpoint");
+  // stop()
+  ~ReportPublisher();
+  ReportPublisher(const ReportPublisher&) = delete;
+  ReportPublisher& operator=(const ReportPublisher&) = delete;
+
+  // Starts the thread that publishes a report every interval.
+  void start();
+  // Stops the thread and publishes the final report ("final": true). Idempotent.
+  void stop();
+  // Publishes one report now (thread-safe).
+  void publish_now(bool final_report = false);
+  std::string endpoint() const;
+  std::uint64_t sent() const { return sent_.load(); }
+
+ private:
+  struct Socket;
+  std::unique_ptr<Socket> socket_;
+  Metrics& metrics_;
+  std::chrono::milliseconds interval_;
+  std::mutex send_mutex_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::thread thread_;
+  std::atomic<std::uint64_t> sent_{0};
+};
+
+// What the daemon does for each control command. Each call comes from the control thread; a
+// handler that throws turns into {"ok": false, "error": <what()>}.
+class ControlHandler {
+ public:
+  virtual ~ControlHandler() = default;
+  virtual nlohmann::json status() = 0;  // state, input, backend, ... (the daemon decides)
+  virtual nlohmann::json stats() = 0;   // usually to_json(metrics.snapshot())
+  virtual void reset() = 0;             // usually metrics.reset()
+  virtual nlohmann::json reload() = 0;  // re-read the configuration; throw to refuse
+  virtual void shutdown() = 0;          // start a drain; must not block until it is done
+};
+
+class ControlServer {
+ public:
+  ControlServer(const std::string& endpoint, ControlHandler& handler, std::string key = "daemon.control_endpoint");
+  // stop()
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  void start();
+  // Stops the thread within one poll period (100 ms). Idempotent.
+  void stop();
+  std::string endpoint() const;
+  std::uint64_t requests() const { return requests_.load(); }
+
+  // The reply to one request (the bytes of a message), as the server sends it. Never throws.
+  static nlohmann::json handle(ControlHandler& handler, std::string_view request);
+
+ private:
+  void loop();
+  struct Socket;
+  std::unique_ptr<Socket> socket_;
+  ControlHandler& handler_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::atomic<std::uint64_t> requests_{0};
+};
+
+}  // namespace covflow::pipeline

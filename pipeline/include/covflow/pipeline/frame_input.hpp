@@ -1,0 +1,30 @@
+// Where the pipeline's frames come from: the ingest thread's view of an input. stages::FrameSource
+// (scenario generator, frame file replay, ZeroMQ feed) implements it; tests implement it directly.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "covflow/replay/frame.hpp"
+
+namespace covflow::pipeline {
+
+class FrameInput {
+ public:
+  virtual ~FrameInput() = default;
+  // The next frame; nullopt when none arrived within `wait` (a live feed) or when the input has
+  // ended (ended() then says so). Called from the ingest thread only.
+  virtual std::optional<replay::Frame> next(std::chrono::milliseconds wait) = 0;
+  virtual bool ended() const = 0;
+  // Input refused as damaged so far (messages that are not one whole record, damaged records).
+  // The pipeline counts each one as a frame in and dropped (reason rejected_input).
+  virtual std::uint64_t rejected() const { return 0; }
+  // The latest refusal, for the log.
+  virtual std::string last_problem() const { return {}; }
+  // What the input is, for the log and the status reply.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace covflow::pipeline

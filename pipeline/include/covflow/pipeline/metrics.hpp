@@ -1,0 +1,159 @@
+// The pipeline's counters and latency histograms (DESIGN.md, "Scheduler and latency"), shared by
+// the ingest thread, the lanes' workers, the report publisher and the control server.
+//
+// Frame accounting: every frame that reaches the pipeline is counted in once and leaves exactly
+// once, done or dropped (with a reason), so that at every snapshot
+//     frames_in == frames_done + frames_dropped + in_flight.
+// The counters change together under one lock, so a snapshot never sees a frame half-moved.
+// Latency samples go to fixed, log-bucketed histograms with atomic buckets: recording a sample
+// takes no lock and never allocates.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace covflow::pipeline {
+
+// Drop reasons the pipeline itself uses (stages add their own through FrameError::reason()).
+namespace drop_reason {
+inline constexpr std::string_view overflow_drop_oldest = "overflow_drop_oldest";
+inline constexpr std::string_view overflow_reject_newest = "overflow_reject_newest";
+inline constexpr std::string_view shape = "shape";                    // wrong kind/type/dimensions
+inline constexpr std::string_view rejected_input = "rejected_input";  // damaged record or message
+inline constexpr std::string_view stage_error = "stage_error";        // a stage threw something else
+inline constexpr std::string_view shutdown = "shutdown";              // queued when stop_now() was called
+}  // namespace drop_reason
+
+// Percentiles of one histogram, in milliseconds.
+struct LatencySummary {
+  std::uint64_t count = 0;
+  double mean_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;
+};
+
+// A latency histogram with buckets of equal relative width (log-linear, as HDR histograms do):
+// values are integer nanoseconds; below 2^(kSubBits+1) ns every nanosecond has its bucket, above
+// it each power-of-two octave is split into 2^kSubBits buckets. A percentile is reported as the
+// middle of its bucket, so it is within half a bucket — a relative 2^-(kSubBits+1) = 1/128 — of
+// the sample at that rank; it is clamped to the smallest and largest samples, which are exact.
+// Values above 2^kMaxOctave ns (about 18 minutes) land in the last bucket. Fixed memory (about
+// 18 KiB); thread-safe, lock-free.
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBits = 6;
+  static constexpr int kMaxOctave = 40;
+  static constexpr std::size_t kLinear = std::size_t(1) << (kSubBits + 1);
+  // Octaves 2^(kSubBits+1) … 2^(kMaxOctave−1), each 2^kSubBits buckets, above the linear part.
+  static constexpr std::size_t kBuckets = kLinear + (std::size_t(kMaxOctave - kSubBits - 1) << kSubBits);
+
+  void record_ns(std::int64_t ns) noexcept;
+  void record_ms(double ms) noexcept { record_ns(static_cast<std::int64_t>(ms * 1e6 + 0.5)); }
+  // The value (ns) below which `percent` % of the samples lie: the sample of rank ceil(p/100·n).
+  double percentile_ns(double percent) const noexcept;
+  LatencySummary summary() const noexcept;
+  std::uint64_t count() const noexcept;
+  void reset() noexcept;
+
+  static std::size_t bucket_of(std::uint64_t ns) noexcept;
+  // [lower, upper) of bucket `index`, ns.
+  static std::uint64_t bucket_lower(std::size_t index) noexcept;
+  static std::uint64_t bucket_upper(std::size_t index) noexcept;
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kBuckets> buckets_{};
+  std::atomic<std::uint64_t> sum_ns_{0};
+  std::atomic<std::uint64_t> min_ns_{UINT64_MAX};
+  std::atomic<std::uint64_t> max_ns_{0};
+};
+
+struct StageSnapshot {
+  std::string name;
+  LatencySummary latency;          // of the frames it ran on
+  std::uint64_t ran = 0;           // frames it completed
+  std::uint64_t skipped_degraded = 0;
+  std::uint64_t failures = 0;      // frames it dropped (FrameError or another exception)
+  std::uint64_t over_budget = 0;   // runs longer than the stage's own budget_ms
+  double predicted_ms = 0;         // the runner's current estimate of its cost
+};
+
+struct MetricsSnapshot {
+  double uptime_s = 0;        // since the Metrics was made or last reset
+  std::uint64_t frames_in = 0;
+  std::uint64_t frames_done = 0;
+  std::uint64_t frames_late = 0;  // done after their deadline (counted in frames_done too)
+  std::uint64_t frames_dropped = 0;
+  std::uint64_t in_flight = 0;    // queued or being processed
+  std::map<std::string, std::uint64_t, std::less<>> dropped_by_reason;
+  std::uint64_t queue_depth = 0;      // frames queued now
+  std::uint64_t queue_max_depth = 0;  // the largest depth since the last reset
+  std::uint64_t queue_capacity = 0;
+  double ingest_blocked_ms = 0;       // time ingest waited for room (overflow: block)
+  LatencySummary end_to_end;          // arrival → last stage done
+  std::vector<StageSnapshot> stages;  // in chain order
+};
+
+// The JSON of docs/zmq.md ("latency" reports, the "stats" control reply).
+nlohmann::json to_json(const LatencySummary& summary);
+nlohmann::json to_json(const MetricsSnapshot& snapshot);
+
+class Metrics {
+ public:
+  explicit Metrics(std::vector<std::string> stage_names = {});
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Sets the chain whose stages are reported (the runner does it when it is made); per-stage
+  // figures start from zero. Allocates: call at start-up, not per frame, and never while a
+  // runner records into this Metrics.
+  void set_stages(const std::vector<std::string>& stage_names);
+  std::size_t stage_count() const { return stages_.size(); }
+
+  // Frame accounting.
+  void frame_in();                                  // in and in flight
+  void frame_done(double end_to_end_ms, bool late);  // leaves flight, done
+  void frame_dropped(std::string_view reason);       // leaves flight, dropped
+  void frames_rejected(std::string_view reason, std::uint64_t count);  // in and dropped at once (never in flight)
+
+  // Stage outcomes (index in chain order; out-of-range indices are ignored).
+  void stage_ran(std::size_t stage, double ms, bool over_budget);
+  void stage_skipped(std::size_t stage);
+  void stage_failed(std::size_t stage);
+  void stage_predicted(std::size_t stage, double ms);
+
+  void queue_depth(std::size_t depth, std::size_t capacity);
+  void ingest_blocked(double ms);
+
+  MetricsSnapshot snapshot() const;
+  // Counters, histograms and the queue maximum back to zero. Frames in flight stay in flight
+  // (frames_in restarts at in_flight), so the invariant holds across a reset.
+  void reset();
+
+ private:
+  struct StageCounters {
+    std::string name;
+    LatencyHistogram latency;
+    std::atomic<std::uint64_t> ran{0}, skipped{0}, failures{0}, over_budget{0};
+    std::atomic<double> predicted_ms{0};
+  };
+
+  mutable std::mutex mutex_;  // the frame counters below, the reason map and the stage list
+  std::uint64_t in_ = 0, done_ = 0, late_ = 0, dropped_ = 0, in_flight_ = 0;
+  std::map<std::string, std::uint64_t, std::less<>> dropped_by_reason_;
+  std::int64_t since_ns_ = 0;
+
+  std::atomic<std::uint64_t> queue_depth_{0}, queue_max_{0}, queue_capacity_{0};
+  std::atomic<std::int64_t> blocked_ns_{0};
+  LatencyHistogram end_to_end_;
+  std::vector<std::unique_ptr<StageCounters>> stages_;
+};
+
+}  // namespace covflow::pipeline

@@ -1,0 +1,160 @@
+// The runner: the pipeline's scheduler (DESIGN.md, "Scheduler and latency").
+//
+//   FrameInput ─► ingest thread ─► BoundedQueue<FrameSlot*> ─► lane worker(s) ─► completion callback
+//                 (validate, copy      (overflow policy)          (stages in order,
+//                  into a pool slot)                               budgets, timing)
+//
+// Ingest pulls frames from the input, drops those whose kind, element type or dimensions do not
+// match the FrameShape (reason "shape"), copies each payload into a slot of the frame pool (pinned
+// host memory on a CUDA lane), stamps arrival and deadline (arrival + budget_ms) and queues the
+// slot under the configured overflow policy. A lane's worker takes frames in order and runs the
+// stage chain on each:
+//   - a degradable stage is skipped (counted) when the frame's remaining budget will not cover
+//     its predicted cost (see RunnerOptions and runner.cpp for what the prediction includes);
+//   - FrameError from a stage drops the frame (counted by its reason); any other exception is
+//     counted as "stage_error"; both are logged with the frame's sequence number, and the next
+//     frame is processed as usual;
+//   - a frame finished after its deadline is counted late.
+// On a CUDA lane the payload of frame i+1 is uploaded on a copy stream while frame i's stages
+// run on the compute stream (events order them), stages are timed by event pairs, and the lane
+// synchronises once per frame: after the last stage, or before the first stage that
+// needs_host_results() (publish). The completion callback runs on the worker thread after each
+// frame that reached a worker, done or dropped by a stage, with its host results valid; frames
+// dropped before (overflow, shape, shutdown) are only counted.
+//
+// Lanes: one lane (one Exec, one worker) is built today. The queue is shared, and everything a
+// worker touches per frame lives in its Lane, so one lane per GPU means one Exec and one set of
+// stage instances per lane; results would then be re-ordered by sequence downstream.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "covflow/config/config.hpp"
+#include "covflow/linalg/exec.hpp"
+#include "covflow/pipeline/bounded_queue.hpp"
+#include "covflow/pipeline/frame.hpp"
+#include "covflow/pipeline/frame_input.hpp"
+#include "covflow/pipeline/frame_pool.hpp"
+#include "covflow/pipeline/logging.hpp"
+#include "covflow/pipeline/metrics.hpp"
+#include "covflow/pipeline/stage.hpp"
+
+namespace covflow::pipeline {
+
+namespace detail {
+class DeviceLane;
+}
+
+struct RunnerOptions {
+  double budget_ms = 10.0;                  // per-frame budget: deadline = arrival + budget_ms
+  std::size_t queue_depth = 8;              // frames waiting between ingest and the lanes
+  Overflow overflow = Overflow::drop_oldest;
+  // Frame slots in the pool; 0 picks the least that never starves ingest: the queue, two per lane
+  // (the frame computing and the one uploading) and one being filled. A smaller value is raised
+  // to that minimum.
+  std::size_t slots = 0;
+  std::chrono::milliseconds input_wait{20};  // one FrameInput::next wait; bounds stop latency
+  double cost_smoothing = 0.25;              // weight of the newest time in a stage's moving cost
+  // A degradable stage skipped this many frames in a row runs once on the next frame to refresh
+  // its cost estimate (a transient slow run would otherwise switch it off for good). 0: never.
+  std::uint32_t reprobe_after = 64;
+};
+
+// The minimum pool size for these options (see RunnerOptions::slots).
+std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes = 1);
+
+// Why `header` cannot go through a pipeline built for `shape` ("" when it can): an invalid
+// header, another element type, or dimensions other than the shape's (snapshot frames are taken
+// only when shape.snapshots > 0; covariance frames always).
+std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHeader& header,
+                                std::size_t payload_bytes);
+
+class Runner {
+ public:
+  using Completion = std::function<void(const FrameSlot&)>;
+
+  // Prepares every stage on `exec` (Stage::prepare), sizes and allocates the frame pool for
+  // `shape` and the stages' SlotNeeds, and registers the chain with `metrics`. Nothing runs until
+  // start(). `exec`, `metrics` and (after start) the input must outlive the runner.
+  Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stages, linalg::Exec& exec,
+         const RunnerOptions& options, Metrics& metrics, Completion on_complete = {});
+  // stop_now() if still running.
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
+
+  // Starts the ingest thread and the lane workers. Once only.
+  void start(FrameInput& input);
+  // Stops taking input, finishes every queued and in-flight frame, then stops (the SIGTERM
+  // path). Blocks until the threads are done.
+  void drain();
+  // Stops at once: the frame a worker is on is finished, queued ones are dropped (reason
+  // "shutdown", counted). Blocks until the threads are done.
+  void stop_now();
+  // Blocks until the threads end by themselves (the input ended and every frame is through) or
+  // another thread called drain()/stop_now().
+  void wait();
+  // As wait(), for at most `timeout`; true when the runner is finished.
+  bool wait_for(std::chrono::milliseconds timeout);
+
+  bool running() const { return started_ && !finished(); }
+  // Every thread has ended (and the queue is empty).
+  bool finished() const;
+  // The input said it ended (FrameInput::ended) or failed; no more frames will come from it.
+  bool input_ended() const { return input_ended_.load(); }
+  // Frames taken from the input and not yet done or dropped.
+  std::size_t in_flight() const { return in_flight_.load(); }
+
+  const FramePool& pool() const { return *pool_; }
+  const FrameShape& shape() const { return shape_; }
+  std::size_t stage_count() const { return stages_.size(); }
+  const Stage& stage(std::size_t i) const { return *stages_.at(i); }
+  // The current cost estimate of stage `i` on lane 0, ms (negative: it has not run yet).
+  double predicted_ms(std::size_t i) const;
+
+ private:
+  struct Lane;
+  void ingest_loop(FrameInput& input);
+  void admit(replay::Frame& frame);
+  void lane_loop(Lane& lane);
+  void process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pending, bool& pending_uploaded);
+  bool should_skip(Lane& lane, std::size_t i, const FrameSlot& slot, std::size_t issued_pending);
+  void record_stage_time(Lane& lane, std::size_t i, double ms);
+  void drop(FrameSlot* slot, std::string_view reason);
+  void complete(FrameSlot& slot);
+  FrameSlot* pop_next();
+  void thread_exited();
+  void join_all();
+
+  FrameShape shape_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  linalg::Exec& exec_;
+  RunnerOptions options_;
+  Metrics& metrics_;
+  Completion on_complete_;
+  std::unique_ptr<FramePool> pool_;
+  BoundedQueue<FrameSlot*> queue_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  std::atomic<bool> stop_ingest_{false}, stop_now_{false}, input_ended_{false};
+  std::atomic<std::size_t> in_flight_{0};
+  bool started_ = false;
+  std::thread ingest_;
+  std::mutex join_mutex_;
+  mutable std::mutex done_mutex_;
+  std::condition_variable done_cv_;
+  std::size_t threads_running_ = 0;
+  std::uint64_t shape_drops_ = 0;  // ingest thread only
+};
+
+}  // namespace covflow::pipeline

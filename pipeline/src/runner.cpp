@@ -1,0 +1,469 @@
+#include "covflow/pipeline/runner.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "covflow/pipeline/logging.hpp"
+#include "device_lane.hpp"
+
+namespace covflow::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return double(to_ns - from_ns) * 1e-6; }
+
+constexpr milliseconds kPoll{50};  // how long a worker or a blocked ingest waits before looking at the stop flags
+
+}  // namespace
+
+// What one worker owns: its Exec, the CUDA side (null on a CPU lane), the stages' moving cost
+// estimates and the per-frame bookkeeping, all sized when the runner is made.
+struct Runner::Lane {
+  linalg::Exec* exec = nullptr;
+  std::unique_ptr<detail::DeviceLane> device;
+  std::vector<double> predicted_ms;              // per stage; negative: no run seen yet
+  std::vector<std::uint32_t> skipped_in_a_row;   // per stage
+  std::vector<std::size_t> issued;               // GPU stages of this frame whose times are not read yet
+  std::vector<std::size_t> issued_from;          // the event each one is timed from
+  std::thread thread;
+};
+
+std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes) {
+  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + 1;
+}
+
+std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHeader& h, std::size_t payload_bytes) {
+  if (auto problem = replay::shape_problem(h); !problem.empty()) return problem;
+  if (h.element_type != shape.element_type)
+    return fmt::format("element type {} where the pipeline takes {}", replay::name(h.element_type), replay::name(shape.element_type));
+  if (h.kind == replay::PayloadKind::covariance) {
+    if (h.rows != shape.channels || h.count != shape.cells)
+      return fmt::format("covariance {}×{}×{} where the pipeline takes {}×{}×{} (N×N×cells)", h.rows, h.cols, h.count,
+                         shape.channels, shape.channels, shape.cells);
+  } else if (h.kind == replay::PayloadKind::snapshots) {
+    if (shape.snapshots == 0) return "snapshot frame where the pipeline takes covariance frames only";
+    if (h.rows != shape.channels || h.cols != shape.snapshots || h.count != shape.cells)
+      return fmt::format("snapshots {}×{}×{} where the pipeline takes {}×{}×{} (channels×snapshots×cells)", h.rows, h.cols,
+                         h.count, shape.channels, shape.snapshots, shape.cells);
+  } else {
+    return fmt::format("payload kind {} not handled", int(h.kind));
+  }
+  if (payload_bytes != h.payload_bytes())
+    return fmt::format("payload of {} bytes where the header says {}", payload_bytes, h.payload_bytes());
+  return {};
+}
+
+Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stages, linalg::Exec& exec,
+               const RunnerOptions& options, Metrics& metrics, Completion on_complete)
+    : shape_(shape),
+      stages_(std::move(stages)),
+      exec_(exec),
+      options_(options),
+      metrics_(metrics),
+      on_complete_(std::move(on_complete)),
+      queue_(std::max<std::size_t>(options.queue_depth, 1), options.overflow),
+      log_(logger("pipeline")) {
+  std::vector<std::string> names;
+  std::vector<SlotNeeds> needs;
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    if (!stages_[i]) throw std::invalid_argument(fmt::format("Runner: stage {} is null", i));
+    names.emplace_back(stages_[i]->name());
+    stages_[i]->prepare(shape_, exec_);
+    needs.push_back(stages_[i]->slot_needs(shape_));
+  }
+
+  auto lane = std::make_unique<Lane>();
+  lane->exec = &exec_;
+  lane->device = detail::DeviceLane::make(exec_, stages_.size());  // makes the device current
+  lane->predicted_ms.assign(stages_.size(), -1.0);
+  lane->skipped_in_a_row.assign(stages_.size(), 0);
+  lane->issued.reserve(stages_.size());
+  lane->issued_from.reserve(stages_.size());
+  lanes_.push_back(std::move(lane));
+
+  options_.slots = std::max(options_.slots, minimum_slots(options_, lanes_.size()));
+  pool_ = std::make_unique<FramePool>(
+      shape_, needs,
+      PoolOptions{.slots = options_.slots, .memory = exec_.is_cuda() ? SlotMemory::cuda : SlotMemory::host, .stage_count = stages_.size()});
+  metrics_.set_stages(names);
+  metrics_.queue_depth(0, queue_.capacity());
+}
+
+Runner::~Runner() {
+  if (started_) stop_now();
+}
+
+double Runner::predicted_ms(std::size_t i) const { return lanes_.front()->predicted_ms.at(i); }
+
+void Runner::start(FrameInput& input) {
+  if (started_) throw std::logic_error("Runner::start: already started");
+  started_ = true;
+  log_->info("pipeline: {} stages, budget {} ms, queue {} ({}), {} slots ({} MiB host, {} MiB device), input {}",
+             stages_.size(), options_.budget_ms, queue_.capacity(), config::name(options_.overflow), pool_->capacity(),
+             pool_->host_bytes() >> 20, pool_->device_bytes() >> 20, input.describe());
+  {
+    std::lock_guard lock(done_mutex_);
+    threads_running_ = 1 + lanes_.size();
+  }
+  for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { lane_loop(*l); });
+  ingest_ = std::thread([this, &input] { ingest_loop(input); });
+}
+
+// ---- ingest ---------------------------------------------------------------------------------
+
+void Runner::ingest_loop(FrameInput& input) {
+  std::uint64_t rejected_seen = 0;
+  while (!stop_ingest_.load()) {
+    std::optional<replay::Frame> frame;
+    try {
+      frame = input.next(options_.input_wait);
+    } catch (const std::exception& e) {
+      log_->error("input {} failed: {}; no more frames will be taken from it", input.describe(), e.what());
+      input_ended_ = true;
+      break;
+    }
+    // Records the input refused as damaged are frames in and dropped, never silent.
+    if (const std::uint64_t rejected = input.rejected(); rejected > rejected_seen) {
+      metrics_.frames_rejected(drop_reason::rejected_input, rejected - rejected_seen);
+      log_->warn("input refused {} damaged record(s): {}", rejected - rejected_seen, input.last_problem());
+      rejected_seen = rejected;
+    }
+    if (!frame) {
+      if (input.ended()) {
+        input_ended_ = true;
+        log_->info("input {} ended", input.describe());
+        break;
+      }
+      continue;
+    }
+    admit(*frame);
+  }
+  queue_.close();
+  thread_exited();
+}
+
+void Runner::admit(replay::Frame& frame) {
+  metrics_.frame_in();
+  ++in_flight_;
+  const auto& h = frame.header;
+  if (auto problem = frame_shape_problem(shape_, h, frame.payload.size()); !problem.empty()) {
+    // A misconfigured feed sends nothing but such frames: the first ones are logged, then one
+    // in a thousand (every one is counted).
+    if (++shape_drops_ <= 20 || shape_drops_ % 1000 == 0)
+      log_->warn("frame {} dropped (shape): {} [{} such frames so far]", h.sequence, problem, shape_drops_);
+    metrics_.frame_dropped(drop_reason::shape);
+    --in_flight_;
+    return;
+  }
+  FrameSlot* slot = nullptr;
+  const auto wait_start = Clock::now();
+  while ((slot = pool_->acquire(kPoll)) == nullptr) {
+    if (stop_now_.load()) {
+      metrics_.frame_dropped(drop_reason::shutdown);
+      --in_flight_;
+      return;
+    }
+  }
+  if (const double waited = std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count(); waited > 1.0)
+    metrics_.ingest_blocked(waited);
+
+  slot->sequence = h.sequence;
+  slot->header = h;
+  slot->times = {.capture_ns = h.capture_time_ns, .arrival_ns = now_ns(), .deadline_ns = 0, .done_ns = 0};
+  slot->times.deadline_ns = slot->times.arrival_ns + std::int64_t(options_.budget_ms * 1e6);
+  if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
+  slot->results.clear();
+  std::fill(slot->stages.begin(), slot->stages.end(), StageRecord{});
+  slot->problem.clear();
+
+  const bool was_full = queue_.size() == queue_.capacity();
+  const auto push_start = Clock::now();
+  for (;;) {
+    auto pushed = queue_.push(slot, options_.overflow == Overflow::block ? kPoll : milliseconds(0));
+    if (pushed.status == PushStatus::accepted) break;
+    if (pushed.status == PushStatus::evicted_oldest) {
+      log_->debug("frame {} dropped: queue full (drop_oldest)", (*pushed.dropped)->sequence);
+      drop(*pushed.dropped, drop_reason::overflow_drop_oldest);
+      break;
+    }
+    if (pushed.status == PushStatus::rejected) {
+      log_->debug("frame {} dropped: queue full (reject_newest)", h.sequence);
+      drop(slot, drop_reason::overflow_reject_newest);
+      break;
+    }
+    if (pushed.status == PushStatus::closed || stop_now_.load()) {
+      drop(slot, drop_reason::shutdown);
+      break;
+    }
+    // timed_out under `block`: the worker is still busy; drain() keeps waiting, stop_now() does not.
+  }
+  if (options_.overflow == Overflow::block && was_full)
+    metrics_.ingest_blocked(std::chrono::duration<double, std::milli>(Clock::now() - push_start).count());
+  metrics_.queue_depth(queue_.size(), queue_.capacity());
+}
+
+void Runner::drop(FrameSlot* slot, std::string_view reason) {
+  metrics_.frame_dropped(reason);
+  --in_flight_;
+  pool_->release(slot);
+}
+
+// ---- lanes ----------------------------------------------------------------------------------
+
+FrameSlot* Runner::pop_next() {
+  for (;;) {
+    if (auto slot = queue_.pop(kPoll)) {
+      metrics_.queue_depth(queue_.size(), queue_.capacity());
+      return *slot;
+    }
+    if (queue_.finished()) return nullptr;
+  }
+}
+
+void Runner::lane_loop(Lane& lane) {
+  try {
+    if (lane.device) lane.device->make_current();
+  } catch (const std::exception& e) {
+    log_->error("lane: cannot make the device current: {}", e.what());
+  }
+  FrameSlot* pending = nullptr;  // popped ahead (and uploaded) while the previous frame computed
+  bool pending_uploaded = false;
+  int parity = 0;
+  for (;;) {
+    FrameSlot* slot = pending != nullptr ? pending : pop_next();
+    const bool uploaded = pending != nullptr && pending_uploaded;
+    pending = nullptr;
+    pending_uploaded = false;
+    if (slot == nullptr) break;
+    if (stop_now_.load()) {
+      if (uploaded) lane.device->wait_uploads();  // its copy may still be reading the pinned payload
+      drop(slot, drop_reason::shutdown);
+      continue;
+    }
+    try {
+      if (lane.device && !uploaded) lane.device->upload(*slot, slot->header.payload_bytes(), parity);
+      process(lane, *slot, parity, pending, pending_uploaded);
+    } catch (const std::exception& e) {
+      // Only the runner's own CUDA calls get here (stage exceptions are handled in process()).
+      log_->error("frame {}: lane error: {}", slot->sequence, e.what());
+      slot->problem = e.what();
+      metrics_.frame_dropped(drop_reason::stage_error);
+      complete(*slot);
+    }
+    parity ^= 1;
+  }
+  thread_exited();
+}
+
+// The prediction a degradable stage is measured against. A stage's cost is an exponential moving
+// average of its recent times (GPU event time on a CUDA lane). On a CUDA lane run() only queues
+// work, so when stage i is considered the GPU may still be busy with this frame's earlier stages:
+// their end events are queried (not waited for), and the predicted cost of each one not yet
+// complete is added, in full (conservative: part of it may be done). The stages after i that are
+// not degradable will run whatever happens, so their predicted cost is reserved too. The stage is
+// skipped when the time left to the deadline is below that sum.
+bool Runner::should_skip(Lane& lane, std::size_t i, const FrameSlot& slot, std::size_t issued_pending) {
+  const double cost = lane.predicted_ms[i];
+  if (cost < 0) return false;  // never ran: running it is the only way to learn its cost
+  if (options_.reprobe_after > 0 && lane.skipped_in_a_row[i] >= options_.reprobe_after) return false;
+  double backlog = 0;
+  for (std::size_t k = 0; k < issued_pending; ++k) {
+    const std::size_t j = lane.issued[k];
+    if (!lane.device->stage_complete(j)) backlog += std::max(0.0, lane.predicted_ms[j]);
+  }
+  double reserve = 0;
+  for (std::size_t k = i + 1; k < stages_.size(); ++k)
+    if (!stages_[k]->degradable()) reserve += std::max(0.0, lane.predicted_ms[k]);
+  const double remaining = ms_between(now_ns(), slot.times.deadline_ns);
+  return remaining < backlog + cost + reserve;
+}
+
+void Runner::record_stage_time(Lane& lane, std::size_t i, double ms) {
+  double& p = lane.predicted_ms[i];
+  p = p < 0 ? ms : (1.0 - options_.cost_smoothing) * p + options_.cost_smoothing * ms;
+  metrics_.stage_predicted(i, p);
+  const double budget = stages_[i]->budget_ms();
+  metrics_.stage_ran(i, ms, budget > 0 && ms > budget);
+}
+
+void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pending, bool& pending_uploaded) {
+  detail::DeviceLane* gpu = lane.device.get();
+  lane.issued.clear();
+  lane.issued_from.clear();
+  std::size_t last_event = detail::DeviceLane::kStart;
+  bool prefetched = false;
+
+  // Overlap: take the next frame now and start its upload on the copy stream, so that it runs
+  // while this frame's GPU work (already queued) executes. Done once per frame, just before the
+  // lane first waits for the GPU.
+  auto prefetch = [&] {
+    if (prefetched || gpu == nullptr) return;
+    prefetched = true;
+    if (auto next = queue_.try_pop()) {
+      metrics_.queue_depth(queue_.size(), queue_.capacity());
+      pending = *next;
+      gpu->upload(*pending, pending->header.payload_bytes(), parity ^ 1);
+      pending_uploaded = true;
+    }
+  };
+  // Waits for the GPU and turns the queued stages' event pairs into stage times.
+  auto settle = [&] {
+    prefetch();
+    gpu->synchronize();
+    for (std::size_t k = 0; k < lane.issued.size(); ++k) {
+      const double ms = gpu->elapsed_ms(lane.issued_from[k], lane.issued[k]);
+      slot.stages[lane.issued[k]].ms = ms;
+      record_stage_time(lane, lane.issued[k], ms);
+    }
+    lane.issued.clear();
+    lane.issued_from.clear();
+  };
+
+  if (gpu) gpu->begin(parity);
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    Stage& stage = *stages_[i];
+    StageRecord& record = slot.stages[i];
+    const bool host_stage = gpu == nullptr || stage.needs_host_results();
+    try {
+      if (gpu && stage.needs_host_results() && !lane.issued.empty()) settle();
+      if (stage.degradable() && should_skip(lane, i, slot, lane.issued.size())) {
+        record.outcome = StageRecord::Outcome::skipped_degraded;
+        ++lane.skipped_in_a_row[i];
+        metrics_.stage_skipped(i);
+        continue;
+      }
+      lane.skipped_in_a_row[i] = 0;
+      const std::int64_t start = now_ns();
+      stage.run(slot, *lane.exec);
+      record.outcome = StageRecord::Outcome::ran;
+      if (host_stage) {
+        record.ms = ms_between(start, now_ns());
+        record_stage_time(lane, i, record.ms);
+        if (gpu) {  // later GPU stages are timed from here, not across this host stage
+          gpu->begin(parity);
+          last_event = detail::DeviceLane::kStart;
+        }
+      } else {
+        gpu->stage_end(i);
+        lane.issued.push_back(i);
+        lane.issued_from.push_back(last_event);
+        last_event = i;
+      }
+    } catch (const FrameError& e) {
+      record.outcome = StageRecord::Outcome::failed;
+      slot.problem = e.what();
+      log_->warn("frame {} dropped by stage {} ({}): {}", slot.sequence, stage.name(), e.reason(), e.what());
+      metrics_.stage_failed(i);
+      if (gpu) {
+        try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
+      }
+      slot.times.done_ns = now_ns();
+      metrics_.frame_dropped(e.reason());
+      complete(slot);
+      return;
+    } catch (const std::exception& e) {
+      record.outcome = StageRecord::Outcome::failed;
+      slot.problem = e.what();
+      log_->error("frame {} dropped: stage {} failed: {}", slot.sequence, stage.name(), e.what());
+      metrics_.stage_failed(i);
+      if (gpu) {
+        try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
+      }
+      slot.times.done_ns = now_ns();
+      metrics_.frame_dropped(drop_reason::stage_error);
+      complete(slot);
+      return;
+    } catch (...) {
+      record.outcome = StageRecord::Outcome::failed;
+      slot.problem = "an exception that is not a std::exception";
+      log_->error("frame {} dropped: stage {} threw {}", slot.sequence, stage.name(), slot.problem);
+      metrics_.stage_failed(i);
+      if (gpu) {
+        try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
+      }
+      slot.times.done_ns = now_ns();
+      metrics_.frame_dropped(drop_reason::stage_error);
+      complete(slot);
+      return;
+    }
+  }
+  if (gpu) settle();
+  slot.times.done_ns = now_ns();
+  metrics_.frame_done(ms_between(slot.times.arrival_ns, slot.times.done_ns), slot.times.done_ns > slot.times.deadline_ns);
+  complete(slot);
+}
+
+// Hands the frame to the callback and its slot back to the pool (the frame has already been
+// counted done or dropped).
+void Runner::complete(FrameSlot& slot) {
+  if (on_complete_) {
+    try {
+      on_complete_(slot);
+    } catch (const std::exception& e) {
+      log_->error("frame {}: completion callback failed: {}", slot.sequence, e.what());
+    }
+  }
+  --in_flight_;
+  pool_->release(&slot);
+}
+
+// ---- lifetime -------------------------------------------------------------------------------
+
+void Runner::thread_exited() {
+  {
+    std::lock_guard lock(done_mutex_);
+    --threads_running_;
+  }
+  done_cv_.notify_all();
+}
+
+bool Runner::finished() const {
+  std::lock_guard lock(done_mutex_);
+  return started_ && threads_running_ == 0;
+}
+
+void Runner::join_all() {
+  std::lock_guard lock(join_mutex_);
+  if (ingest_.joinable()) ingest_.join();
+  for (auto& lane : lanes_)
+    if (lane->thread.joinable()) lane->thread.join();
+}
+
+void Runner::drain() {
+  if (!started_) return;
+  stop_ingest_ = true;
+  join_all();
+}
+
+void Runner::stop_now() {
+  if (!started_) return;
+  stop_now_ = true;
+  stop_ingest_ = true;
+  join_all();
+}
+
+void Runner::wait() {
+  if (!started_) return;
+  join_all();
+}
+
+bool Runner::wait_for(milliseconds timeout) {
+  if (!started_) return true;
+  {
+    std::unique_lock lock(done_mutex_);
+    if (!done_cv_.wait_for(lock, timeout, [&] { return threads_running_ == 0; })) return false;
+  }
+  join_all();
+  return true;
+}
+
+}  // namespace covflow::pipeline

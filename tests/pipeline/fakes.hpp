@@ -1,0 +1,150 @@
+// Fake inputs and stages for the pipeline tests: frames whose payload encodes their sequence
+// number (so a test can tell that the right bytes reached the right slot), inputs that end or
+// never end, and stages that sleep, throw or record what they saw.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <complex>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "covflow/pipeline/frame_input.hpp"
+#include "covflow/pipeline/stage.hpp"
+#include "covflow/replay/frame.hpp"
+
+namespace covflow::test {
+
+using pipeline::FrameShape;
+using pipeline::FrameSlot;
+
+inline FrameShape small_shape() {
+  FrameShape s;
+  s.element_type = replay::ElementType::cf32;
+  s.channels = 4;
+  s.snapshots = 8;
+  s.cells = 3;
+  s.max_sources = 2;
+  return s;
+}
+
+// A snapshot frame of `shape` whose element k is (seq, k).
+inline replay::Frame frame_for(const FrameShape& shape, std::uint64_t seq) {
+  replay::FrameHeader h;
+  h.sequence = seq;
+  h.capture_time_ns = std::int64_t(seq) * 1000;
+  h.kind = replay::PayloadKind::snapshots;
+  h.rows = shape.channels;
+  h.cols = shape.snapshots;
+  h.count = shape.cells;
+  std::vector<std::complex<float>> values(h.element_count());
+  for (std::size_t k = 0; k < values.size(); ++k) values[k] = {float(seq), float(k)};
+  return replay::make_frame<std::complex<float>>(h, values);
+}
+
+// Whether a slot's host payload is frame_for(seq)'s.
+inline bool payload_matches(const FrameSlot& slot, std::uint64_t seq) {
+  const auto count = std::size_t(slot.header.element_count());
+  const auto* v = reinterpret_cast<const std::complex<float>*>(slot.host.payload.data());
+  for (std::size_t k = 0; k < count; ++k)
+    if (v[k] != std::complex<float>(float(seq), float(k))) return false;
+  return true;
+}
+
+// Frames from a list, then ended; optionally a pause before each frame.
+class ListInput final : public pipeline::FrameInput {
+ public:
+  explicit ListInput(std::vector<replay::Frame> frames, std::chrono::microseconds gap = {})
+      : frames_(frames.begin(), frames.end()), gap_(gap) {}
+  std::optional<replay::Frame> next(std::chrono::milliseconds) override {
+    std::lock_guard lock(mutex_);
+    if (frames_.empty()) return std::nullopt;
+    if (gap_.count() > 0) std::this_thread::sleep_for(gap_);
+    replay::Frame f = std::move(frames_.front());
+    frames_.pop_front();
+    return f;
+  }
+  bool ended() const override {
+    std::lock_guard lock(mutex_);
+    return frames_.empty();
+  }
+  std::string describe() const override { return "test list"; }
+
+ private:
+  mutable std::mutex mutex_;
+  std::deque<replay::Frame> frames_;
+  std::chrono::microseconds gap_;
+};
+
+// Frames 0, 1, 2, ... of a shape, `count` of them (0: without end), with a gap before each;
+// `rejected_every` > 0 makes it also report one damaged record every that many frames.
+class GeneratedInput final : public pipeline::FrameInput {
+ public:
+  GeneratedInput(FrameShape shape, std::uint64_t count, std::chrono::microseconds gap, std::uint64_t rejected_every = 0)
+      : shape_(shape), count_(count), gap_(gap), rejected_every_(rejected_every) {}
+  std::optional<replay::Frame> next(std::chrono::milliseconds) override {
+    if (ended()) return std::nullopt;
+    if (gap_.count() > 0) std::this_thread::sleep_for(gap_);
+    const std::uint64_t seq = produced_++;
+    if (rejected_every_ > 0 && seq % rejected_every_ == rejected_every_ - 1) ++rejected_;
+    return frame_for(shape_, seq);
+  }
+  bool ended() const override { return count_ != 0 && produced_.load() >= count_; }
+  std::uint64_t rejected() const override { return rejected_.load(); }
+  std::string last_problem() const override { return "fake damage"; }
+  std::string describe() const override { return "generated"; }
+  std::uint64_t produced() const { return produced_.load(); }
+
+ private:
+  FrameShape shape_;
+  std::uint64_t count_;
+  std::chrono::microseconds gap_;
+  std::uint64_t rejected_every_;
+  std::atomic<std::uint64_t> produced_{0};
+  std::atomic<std::uint64_t> rejected_{0};
+};
+
+// A stage that runs `action` (if any), can sleep, and counts the frames it ran on.
+class FakeStage final : public pipeline::Stage {
+ public:
+  using Action = std::function<void(FrameSlot&)>;
+  FakeStage(std::string name, std::chrono::microseconds sleep = {}, bool degradable = false, Action action = {})
+      : name_(std::move(name)), sleep_(sleep), degradable_(degradable), action_(std::move(action)) {}
+  std::string_view name() const override { return name_; }
+  bool degradable() const override { return degradable_; }
+  double budget_ms() const override { return budget_ms_; }
+  bool needs_host_results() const override { return host_; }
+  void run(FrameSlot& frame, linalg::Exec&) override {
+    ++runs_;
+    if (sleep_.count() > 0) std::this_thread::sleep_for(sleep_);
+    if (action_) action_(frame);
+  }
+  FakeStage& with_budget(double ms) {
+    budget_ms_ = ms;
+    return *this;
+  }
+  FakeStage& needing_host_results() {
+    host_ = true;
+    return *this;
+  }
+  std::uint64_t runs() const { return runs_.load(); }
+
+ private:
+  std::string name_;
+  std::chrono::microseconds sleep_;
+  bool degradable_;
+  Action action_;
+  double budget_ms_ = 0;
+  bool host_ = false;
+  std::atomic<std::uint64_t> runs_{0};
+};
+
+}  // namespace covflow::test

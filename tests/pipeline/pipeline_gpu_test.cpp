@@ -1,0 +1,177 @@
+// The runner on a CUDA lane (run by the lead on the H100; skips without a device): slots pinned
+// and on the device, each frame's payload uploaded (on the copy stream, overlapping the previous
+// frame) before its stages read it, stages timed by events, and a degradable stage skipped
+// because GPU work of its frame is still queued ahead of it.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#include "covflow/pipeline/frame_pool.hpp"
+#include "covflow/pipeline/runner.hpp"
+#include "fakes.hpp"
+#include "test_support.hpp"
+
+namespace covflow::pipeline {
+namespace {
+
+using namespace std::chrono_literals;
+using test::GpuTest;
+
+cudaMemoryType kind_of(const void* p) {
+  cudaPointerAttributes attributes{};
+  EXPECT_EQ(cudaPointerGetAttributes(&attributes, p), cudaSuccess);
+  return attributes.type;
+}
+
+class PipelineGpu : public GpuTest {};
+
+TEST_F(PipelineGpu, CudaSlotsArePinnedOnTheHostAndAllocatedOnTheDevice) {
+  gpu().cuda_context().make_current();
+  const FrameShape shape = test::small_shape();
+  FramePool pool(shape, {SlotNeeds{.host_scratch_bytes = 100, .device_scratch_bytes = 300}, SlotNeeds{.host_scratch_bytes = 200}},
+                 {.slots = 3, .memory = SlotMemory::cuda, .stage_count = 2});
+  ASSERT_EQ(pool.capacity(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    FrameSlot* slot = pool.acquire();
+    ASSERT_NE(slot, nullptr);
+    EXPECT_EQ(slot->host.payload.size(), shape.max_payload_bytes());
+    EXPECT_EQ(kind_of(slot->host.payload.data()), cudaMemoryTypeHost);
+    EXPECT_EQ(slot->host.scratch.size(), 200u);
+    EXPECT_EQ(kind_of(slot->host.scratch.data()), cudaMemoryTypeHost);
+    EXPECT_TRUE(slot->host.covariance.empty());  // CUDA lanes keep working arrays on the device
+    for (const void* p : std::vector<const void*>{slot->device.payload, slot->device.covariance, slot->device.eigenvalues, slot->device.eigenvectors,
+                          static_cast<const void*>(slot->device.info), slot->device.scratch}) {
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(kind_of(p), cudaMemoryTypeDevice);
+    }
+    EXPECT_EQ(slot->device.scratch_bytes, 300u);
+    EXPECT_EQ(slot->stages.size(), 2u);
+  }
+  EXPECT_EQ(pool.acquire(), nullptr);
+}
+
+// A GPU stage: device payload → device covariance → host scratch (pinned), on exec's stream.
+class EchoStage final : public Stage {
+ public:
+  std::string_view name() const override { return "echo"; }
+  SlotNeeds slot_needs(const FrameShape& shape) const override { return {.host_scratch_bytes = shape.max_payload_bytes()}; }
+  void run(FrameSlot& f, linalg::Exec& exec) override {
+    const auto stream = exec.cuda_context().stream();
+    const auto bytes = std::size_t(f.header.payload_bytes());
+    COVFLOW_CUDA_TRY(cudaMemsetAsync(f.device.covariance, 0xFF, bytes, stream));  // poison first
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(f.device.covariance, f.device.payload, bytes, cudaMemcpyDeviceToDevice, stream));
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(f.host.scratch.data(), f.device.covariance, bytes, cudaMemcpyDeviceToHost, stream));
+  }
+};
+
+TEST_F(PipelineGpu, EveryFrameIsUploadedBeforeItsStagesReadItWhileFramesOverlap) {
+  const FrameShape shape = test::small_shape();
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<EchoStage>());
+  std::atomic<std::uint64_t> mismatches{0}, checked{0};
+  stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [&](FrameSlot& f) {
+    const auto bytes = std::size_t(f.header.payload_bytes());
+    if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
+      ++mismatches;
+    ++checked;
+  }));
+  static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
+  std::vector<replay::Frame> frames;
+  for (std::uint64_t s = 0; s < 500; ++s) frames.push_back(test::frame_for(shape, s));
+  test::ListInput input(std::move(frames));
+  Metrics metrics;
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  std::vector<double> echo_ms;
+  Runner runner(shape, std::move(stages), gpu(), {.budget_ms = 1000, .queue_depth = 8, .overflow = Overflow::block}, metrics,
+                [&](const FrameSlot& f) {
+                  std::lock_guard lock(mutex);
+                  order.push_back(f.sequence);
+                  echo_ms.push_back(f.stages[0].ms);
+                });
+  runner.start(input);
+  runner.wait();
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 500u);
+  EXPECT_EQ(s.frames_dropped, 0u);
+  EXPECT_EQ(checked.load(), 500u);
+  EXPECT_EQ(mismatches.load(), 0u) << "a stage saw another frame's payload, or one not yet uploaded";
+  ASSERT_EQ(order.size(), 500u);
+  for (std::uint64_t i = 0; i < 500; ++i) EXPECT_EQ(order[i], i);
+  for (double ms : echo_ms) EXPECT_GT(ms, 0.0);  // from the stage's event pair
+  EXPECT_EQ(s.stages.at(0).ran, 500u);
+  EXPECT_EQ(runner.pool().growths(), 0u);
+}
+
+// `repeats` memsets over a large buffer: GPU work of a few milliseconds, queued asynchronously.
+class HeavyStage final : public Stage {
+ public:
+  HeavyStage(linalg::cuda::DeviceBuffer<std::byte>& buffer, int repeats) : buffer_(buffer), repeats_(repeats) {}
+  std::string_view name() const override { return "heavy"; }
+  void run(FrameSlot&, linalg::Exec& exec) override {
+    for (int r = 0; r < repeats_; ++r)
+      COVFLOW_CUDA_TRY(cudaMemsetAsync(buffer_.data(), r & 0xFF, buffer_.bytes(), exec.cuda_context().stream()));
+  }
+
+ private:
+  linalg::cuda::DeviceBuffer<std::byte>& buffer_;
+  int repeats_;
+};
+
+TEST_F(PipelineGpu, DegradableStageCountsGpuWorkStillQueuedAheadOfIt) {
+  auto& exec = gpu();
+  exec.cuda_context().make_current();
+  linalg::cuda::DeviceBuffer<std::byte> buffer(std::size_t(256) << 20);
+  constexpr int kRepeats = 20;
+  // Calibrate: how long the heavy stage's GPU work takes here.
+  double heavy_ms = 0;
+  {
+    HeavyStage heavy(buffer, kRepeats);
+    FrameSlot unused;
+    heavy.run(unused, exec);  // warm-up
+    exec.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    heavy.run(unused, exec);
+    exec.synchronize();
+    heavy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+  ASSERT_GT(heavy_ms, 1.0) << "the heavy stage is too quick to tell queued work from done work";
+  std::cout << "[ info     ] heavy stage: " << heavy_ms << " ms of GPU work\n";
+
+  // Budget half the heavy work: the degradable stage itself is nearly free, and issuing the
+  // heavy stage returns at once, so only the queued-work term can make it not fit. With a
+  // budget of four times the heavy work it fits.
+  for (const double budget : {heavy_ms / 2, heavy_ms * 4}) {
+    const FrameShape shape = test::small_shape();
+    std::vector<std::unique_ptr<Stage>> stages;
+    stages.push_back(std::make_unique<HeavyStage>(buffer, kRepeats));
+    stages.push_back(std::make_unique<test::FakeStage>("optional", 0us, true));
+    std::vector<replay::Frame> frames;
+    for (std::uint64_t s = 0; s < 8; ++s) frames.push_back(test::frame_for(shape, s));
+    // Paced well apart so that no frame waits in the queue.
+    test::ListInput input(std::move(frames), std::chrono::microseconds(std::int64_t(heavy_ms * 6000)));
+    Metrics metrics;
+    Runner runner(shape, std::move(stages), exec, {.budget_ms = budget, .queue_depth = 8, .overflow = Overflow::block}, metrics);
+    runner.start(input);
+    runner.wait();
+    const auto s = metrics.snapshot();
+    EXPECT_EQ(s.frames_done, 8u);
+    EXPECT_NEAR(s.stages.at(0).predicted_ms, heavy_ms, heavy_ms * 0.5) << "event-timed heavy stage";
+    if (budget < heavy_ms) {
+      EXPECT_EQ(s.stages.at(1).ran, 1u) << "budget " << budget;
+      EXPECT_EQ(s.stages.at(1).skipped_degraded, 7u) << "budget " << budget;
+      EXPECT_EQ(s.frames_late, 8u);
+    } else {
+      EXPECT_EQ(s.stages.at(1).ran, 8u) << "budget " << budget;
+      EXPECT_EQ(s.stages.at(1).skipped_degraded, 0u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace covflow::pipeline
