@@ -280,6 +280,7 @@ void SubspaceStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   if (shape.element_type != replay::ElementType::cf32 && shape.element_type != replay::ElementType::cf64)
     throw std::invalid_argument("subspace stage: frames must hold cf32 or cf64 samples");
   if (shape.channels < 2) throw std::invalid_argument("subspace stage: the array needs at least 2 elements");
+  if (shape.max_sources > 64) throw std::invalid_argument("subspace stage: at most 64 DOAs per cell are kept (max_sources)");
   if (shape.spectrum_points != 0 && shape.spectrum_points != grid_.points)
     throw std::invalid_argument("subspace stage: the frame shape keeps " + std::to_string(shape.spectrum_points) +
                                 " spectrum points but the angle grid has " + std::to_string(grid_.points));
