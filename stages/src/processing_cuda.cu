@@ -120,7 +120,7 @@ __global__ void noise_power_kernel(const typename complex_of<R>::type* spectra, 
   }
 }
 
-// Grid (points / 256, cells), 256 threads: the block loads its cell's r_s = conj(FFT(Q)[s]) / L
+// Grid (cells, points / 256), 256 threads: the block loads its cell's r_s = conj(FFT(Q)[s]) / L
 // into shared memory (2N reals) and each thread evaluates the series at one grid point (step 4).
 template <class R>
 __global__ void spectrum_kernel(const typename complex_of<R>::type* coeffs, const int* sources, int n, int length,
@@ -128,14 +128,14 @@ __global__ void spectrum_kernel(const typename complex_of<R>::type* coeffs, cons
   extern __shared__ unsigned char shared_bytes[];
   R* re = reinterpret_cast<R*>(shared_bytes);
   R* im = re + n;
-  const int cell = blockIdx.y;
+  const int cell = blockIdx.x;
   const auto* c = coeffs + static_cast<long long>(cell) * (length / 2 + 1);
   for (int s = threadIdx.x; s < n; s += blockDim.x) {
     re[s] = c[s].x / static_cast<R>(length);
     im[s] = -c[s].y / static_cast<R>(length);
   }
   __syncthreads();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int i = blockIdx.y * blockDim.x + threadIdx.x;
   if (i >= points) return;
   const int d = sources[cell];
   const long long at = static_cast<long long>(cell) * points + i;
@@ -260,6 +260,20 @@ class SubspaceDeviceLaneImpl final : public SubspaceDeviceLane {
       throw std::invalid_argument("subspace stage: at most 64 DOAs per cell are kept (max_sources)");
     context_.make_current();
     const int n = params.channels, cells = params.max_cells;
+    if (static_cast<long long>(cells) * n > std::numeric_limits<int>::max())
+      throw std::invalid_argument("subspace stage: cells × elements exceeds cuFFT's batch limit");
+    if ((points_ + kThreads - 1) / kThreads > 65535)
+      throw std::invalid_argument("subspace stage: the angle grid has too many points for the spectrum kernel");
+    // r_s lives in shared memory (2N reals); above the default 48 KiB per block, opt in.
+    const std::size_t lag_bytes = 2 * std::size_t(n) * sizeof(R);
+    if (lag_bytes + 4096 > context_.info().shared_memory_per_block)
+      throw std::invalid_argument("subspace stage: too many elements for the shared-memory spectrum kernels");
+    if (lag_bytes > 48 * 1024) {
+      COVFLOW_CUDA_TRY(cudaFuncSetAttribute(spectrum_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(lag_bytes)));
+      COVFLOW_CUDA_TRY(cudaFuncSetAttribute(peaks_kernel<R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(lag_bytes)));
+    }
     padded_ = linalg::cuda::DeviceBuffer<C>(std::size_t(cells) * n * length_);
     samples_ = linalg::cuda::DeviceBuffer<R>(std::size_t(cells) * length_);
     coeffs_ = linalg::cuda::DeviceBuffer<C>(std::size_t(cells) * (length_ / 2 + 1));
@@ -328,7 +342,7 @@ class SubspaceDeviceLaneImpl final : public SubspaceDeviceLane {
     COVFLOW_CHECK_LAUNCH();
     COVFLOW_CUFFT_TRY(real_to_complex(r2c_, samples_.data(), coeffs_.data()));
     if (points_ > 0) {
-      const dim3 grid(static_cast<unsigned>((points_ + kThreads - 1) / kThreads), static_cast<unsigned>(cells));
+      const dim3 grid(static_cast<unsigned>(cells), static_cast<unsigned>((points_ + kThreads - 1) / kThreads));
       spectrum_kernel<R><<<grid, kThreads, 2 * n * sizeof(R), stream>>>(
           coeffs_.data(), sources_.data(), n, length_, omega_.data(), points_,
           static_cast<double>(std::numeric_limits<R>::epsilon()), q_grid_.data(), out_spectrum);

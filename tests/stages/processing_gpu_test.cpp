@@ -14,19 +14,19 @@ using ComplexTypes = ::testing::Types<linalg::cf32, linalg::cf64>;
 TYPED_TEST_SUITE(ProcessingGpu, ComplexTypes);
 
 TYPED_TEST(ProcessingGpu, AcceptanceMdlCountsThreeSourcesAndMusicFindsThemWithinHalfADegree) {
-  check_acceptance<TypeParam>(gpu(), config::SourceCountRule::mdl, 5);
+  check_acceptance<TypeParam>(GpuTest::gpu(), config::SourceCountRule::mdl, 5);
 }
 TYPED_TEST(ProcessingGpu, AicCountsAgreeWithTheReferenceCriterion) {
-  check_acceptance<TypeParam>(gpu(), config::SourceCountRule::aic, 2);
+  check_acceptance<TypeParam>(GpuTest::gpu(), config::SourceCountRule::aic, 2);
 }
-TYPED_TEST(ProcessingGpu, NoiseOnlyCountsNoSourceAndTheSpectrumIsFlat) { check_noise_only<TypeParam>(gpu()); }
+TYPED_TEST(ProcessingGpu, NoiseOnlyCountsNoSourceAndTheSpectrumIsFlat) { check_noise_only<TypeParam>(GpuTest::gpu()); }
 TYPED_TEST(ProcessingGpu, RefinementFindsOffGridSourcesOnTheModelCovariance) {
-  check_refinement_on_model_covariance<TypeParam>(gpu(), std::is_same_v<TypeParam, linalg::cf32> ? 1e-3 : 1e-5);
+  check_refinement_on_model_covariance<TypeParam>(GpuTest::gpu(), std::is_same_v<TypeParam, linalg::cf32> ? 1e-3 : 1e-5);
 }
-TYPED_TEST(ProcessingGpu, WindowWithForgettingMatchesTheDirectSum) { check_window_and_forgetting<TypeParam>(gpu()); }
-TYPED_TEST(ProcessingGpu, CovarianceFramesPassThrough) { check_pass_through<TypeParam>(gpu()); }
-TYPED_TEST(ProcessingGpu, NonFiniteCellIsIsolated) { check_non_finite_cell<TypeParam>(gpu()); }
-TYPED_TEST(ProcessingGpu, WrongShapesAreFrameErrors) { check_wrong_shapes<TypeParam>(gpu()); }
+TYPED_TEST(ProcessingGpu, WindowWithForgettingMatchesTheDirectSum) { check_window_and_forgetting<TypeParam>(GpuTest::gpu()); }
+TYPED_TEST(ProcessingGpu, CovarianceFramesPassThrough) { check_pass_through<TypeParam>(GpuTest::gpu()); }
+TYPED_TEST(ProcessingGpu, NonFiniteCellIsIsolated) { check_non_finite_cell<TypeParam>(GpuTest::gpu()); }
+TYPED_TEST(ProcessingGpu, WrongShapesAreFrameErrors) { check_wrong_shapes<TypeParam>(GpuTest::gpu()); }
 
 // The whole default chain on the default scenario (16 elements, 180 cells, a 30 dB jammer): the
 // results arrive only through the host function, after the synchronisation the runner makes;
@@ -35,7 +35,7 @@ TEST_F(GpuTest, DefaultScenarioMatchesTheCpuLane) {
   config::Config c;
   c.scenario.seed = static_cast<std::int64_t>(fresh_seed("default scenario") >> 1);
   linalg::Exec cpu_exec = linalg::Exec::cpu(2);
-  Chain on_gpu(c, gpu()), on_cpu(c, cpu_exec);
+  Chain on_gpu(c, GpuTest::gpu()), on_cpu(c, cpu_exec);
   stages::ScenarioGenerator generator(c.scenario, 0, 2);
   const auto frame = generator.frame(0);
   on_gpu.run(frame);
