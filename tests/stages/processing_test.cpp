@@ -1,0 +1,99 @@
+// The covariance and subspace stages on a CPU Exec (processing_checks.hpp holds the checks, which
+// stages_gpu_test runs on the device), and the factory and frame shape.
+#include <gtest/gtest.h>
+
+#include "processing_checks.hpp"
+
+namespace covflow::test {
+namespace {
+
+linalg::Exec& cpu() {
+  static linalg::Exec exec = linalg::Exec::cpu(2);
+  return exec;
+}
+
+template <class T>
+class ProcessingCpu : public ::testing::Test {};
+using ComplexTypes = ::testing::Types<linalg::cf32, linalg::cf64>;
+TYPED_TEST_SUITE(ProcessingCpu, ComplexTypes);
+
+TYPED_TEST(ProcessingCpu, AcceptanceMdlCountsThreeSourcesAndMusicFindsThemWithinHalfADegree) {
+  check_acceptance<TypeParam>(cpu(), config::SourceCountRule::mdl, 3);
+}
+TYPED_TEST(ProcessingCpu, AicCountsAgreeWithTheReferenceCriterion) {
+  check_acceptance<TypeParam>(cpu(), config::SourceCountRule::aic, 1);
+}
+TYPED_TEST(ProcessingCpu, NoiseOnlyCountsNoSourceAndTheSpectrumIsFlat) { check_noise_only<TypeParam>(cpu()); }
+TYPED_TEST(ProcessingCpu, RefinementFindsOffGridSourcesOnTheModelCovariance) {
+  check_refinement_on_model_covariance<TypeParam>(cpu(), std::is_same_v<TypeParam, linalg::cf32> ? 1e-3 : 1e-5);
+}
+TYPED_TEST(ProcessingCpu, WindowWithForgettingMatchesTheDirectSum) { check_window_and_forgetting<TypeParam>(cpu()); }
+TYPED_TEST(ProcessingCpu, CovarianceFramesPassThrough) { check_pass_through<TypeParam>(cpu()); }
+TYPED_TEST(ProcessingCpu, NonFiniteCellIsIsolated) { check_non_finite_cell<TypeParam>(cpu()); }
+TYPED_TEST(ProcessingCpu, WrongShapesAreFrameErrors) { check_wrong_shapes<TypeParam>(cpu()); }
+
+TEST(ProcessingFactory, BuildsTheEnabledStagesInChainOrder) {
+  config::Config c;
+  auto chain = stages::make_processing_stages(c);
+  ASSERT_EQ(chain.size(), 2u);
+  EXPECT_EQ(chain[0]->name(), "covariance");
+  EXPECT_EQ(chain[1]->name(), "subspace");
+  auto* subspace = dynamic_cast<stages::SubspaceStage*>(chain[1].get());
+  ASSERT_NE(subspace, nullptr);
+  EXPECT_EQ(subspace->settings().snapshot_counts, chain[0].get());
+  EXPECT_FALSE(subspace->settings().covariance_from_payload);
+  EXPECT_EQ(subspace->settings().spacing_wavelengths, c.scenario.spacing_wavelengths);
+
+  c.pipeline.stages.covariance.enabled = false;
+  c.pipeline.stages.subspace.degradable = true;
+  c.pipeline.stages.subspace.budget_ms = 2.5;
+  chain = stages::make_processing_stages(c);
+  ASSERT_EQ(chain.size(), 1u);
+  EXPECT_EQ(chain[0]->name(), "subspace");
+  EXPECT_TRUE(chain[0]->degradable());
+  EXPECT_EQ(chain[0]->budget_ms(), 2.5);
+  EXPECT_TRUE(dynamic_cast<stages::SubspaceStage*>(chain[0].get())->settings().covariance_from_payload);
+
+  c.pipeline.stages.subspace.enabled = false;
+  EXPECT_TRUE(stages::make_processing_stages(c).empty());
+}
+
+TEST(ProcessingFactory, FrameShapeFollowsTheScenarioAndTheAngleGrid) {
+  config::Config c;
+  auto shape = stages::frame_shape(c);
+  EXPECT_EQ(shape.element_type, replay::ElementType::cf64);
+  EXPECT_EQ(shape.channels, 16u);
+  EXPECT_EQ(shape.snapshots, 200u);
+  EXPECT_EQ(shape.cells, 180u);
+  EXPECT_EQ(shape.spectrum_points, 361u);  // −90° … 90° by 0.5°
+  c.scenario.element_type = config::SampleType::cf32;
+  c.scenario.payload = config::ScenarioPayload::covariance;
+  c.pipeline.stages.subspace.angle_grid = {-60.0, 60.0, 0.25};
+  shape = stages::frame_shape(c);
+  EXPECT_EQ(shape.element_type, replay::ElementType::cf32);
+  EXPECT_EQ(shape.snapshots, 0u);
+  EXPECT_EQ(shape.spectrum_points, 481u);
+  c.pipeline.stages.subspace.enabled = false;
+  EXPECT_EQ(stages::frame_shape(c).spectrum_points, 0u);
+  // A grid whose step does not divide the span stops before max_deg.
+  EXPECT_EQ(stages::angle_grid_points({-10.0, 10.0, 3.0}).points, 7u);
+}
+
+TEST(ProcessingFactory, PrepareRefusesAShapeWhoseSpectrumIsNotTheGrid) {
+  config::Config c;
+  auto chain = stages::make_processing_stages(c);
+  auto shape = stages::frame_shape(c);
+  shape.spectrum_points = 100;
+  EXPECT_THROW(chain[1]->prepare(shape, cpu()), std::invalid_argument);
+}
+
+TEST(ProcessingFactory, RunBeforePrepareIsALogicError) {
+  config::Config c;
+  auto chain = stages::make_processing_stages(c);
+  pipeline::FrameSlot slot;
+  EXPECT_THROW(chain[0]->run(slot, cpu()), std::logic_error);
+  EXPECT_THROW(chain[1]->run(slot, cpu()), std::logic_error);
+}
+
+}  // namespace
+}  // namespace covflow::test
