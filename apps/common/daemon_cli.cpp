@@ -69,12 +69,13 @@ bool connect(zmq::socket_t& socket, const std::string& endpoint, std::ostream& e
 
 void request_stop() { stop_flag = true; }
 
-std::string format_report(const json& report, std::optional<double> frames_per_s) {
+std::string format_report(const json& report, std::optional<double> frames_per_s, std::string_view rate_span) {
   std::string text;
   const json frames = report.value("frames", json::object());
   const json queue = report.value("queue", json::object());
-  text += fmt::format("covflowd report {}{} at {} s uptime\n", number(report, "report", 0),
-                      report.value("final", false) ? " (final)" : "", number(report, "uptime_s", 1));
+  const std::string ordinal = report.contains("report") ? " " + number(report, "report", 0) : "";
+  text += fmt::format("covflowd{} report{} at {} s uptime\n", report.value("final", false) ? " final" : "", ordinal,
+                      number(report, "uptime_s", 1));
   std::string drops;
   if (const auto it = frames.find("dropped_by_reason"); it != frames.end() && it->is_object()) {
     for (const auto& [reason, count] : it->items()) {
@@ -86,9 +87,9 @@ std::string format_report(const json& report, std::optional<double> frames_per_s
   text += fmt::format("frames: in {}  done {}  late {}  dropped {}{}  in flight {}\n", number(frames, "in", 0),
                       number(frames, "done", 0), number(frames, "late", 0), number(frames, "dropped", 0),
                       drops.empty() ? "" : " (" + drops + ")", number(frames, "in_flight", 0));
-  text += fmt::format("queue: depth {} of {} (max {}); {} frames/s since the last report\n", number(queue, "depth", 0),
+  text += fmt::format("queue: depth {} of {} (max {}); {} frames/s done {}\n", number(queue, "depth", 0),
                       number(queue, "capacity", 0), number(queue, "max_depth", 0),
-                      frames_per_s ? fmt::format("{:.1f}", *frames_per_s) : std::string("-"));
+                      frames_per_s ? fmt::format("{:.1f}", *frames_per_s) : std::string("-"), rate_span);
   text += fmt::format("{:<14}{:>9}{:>9}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}\n", "stage", "count", "skipped", "failed",
                       "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms");
   for (const auto& [name, stage] : stage_rows(report)) text += histogram_row(name, stage);

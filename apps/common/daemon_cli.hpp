@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -37,7 +38,9 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
 int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err);
 
 // One latency report as the table `covflow stats` prints (exposed for tests).
-std::string format_report(const nlohmann::json& report, std::optional<double> frames_per_s = {});
+// `frames_per_s` is shown as "N frames/s done <rate_span>".
+std::string format_report(const nlohmann::json& report, std::optional<double> frames_per_s = {},
+                          std::string_view rate_span = "since the last report");
 
 // Set by a signal handler to end run_stats between reports.
 void request_stop();

@@ -37,7 +37,10 @@ linalg::Exec make_exec(const config::DeviceConfig& device) {
 // The daemon's input with --frames applied: ends after `limit` frames (nullopt: never by count).
 class LimitedInput final : public pipeline::FrameInput {
  public:
-  LimitedInput(stages::FrameSource& source, std::optional<std::uint64_t> limit) : source_(source), limit_(limit) {}
+  // The runner counts rejected() from zero: a source reused across a reload reports only what it
+  // refused since this wrapper was made, so no refusal is counted twice.
+  LimitedInput(stages::FrameSource& source, std::optional<std::uint64_t> limit)
+      : source_(source), limit_(limit), rejected_before_(source.rejected()) {}
   std::optional<replay::Frame> next(std::chrono::milliseconds wait) override {
     if (limit_reached()) return std::nullopt;
     auto frame = source_.next(wait);
@@ -45,7 +48,7 @@ class LimitedInput final : public pipeline::FrameInput {
     return frame;
   }
   bool ended() const override { return limit_reached() || source_.ended(); }
-  std::uint64_t rejected() const override { return source_.rejected(); }
+  std::uint64_t rejected() const override { return source_.rejected() - rejected_before_; }
   std::string last_problem() const override { return source_.last_problem(); }
   std::string describe() const override { return source_.describe(); }
   std::uint64_t taken() const { return taken_.load(); }
@@ -54,6 +57,7 @@ class LimitedInput final : public pipeline::FrameInput {
   bool limit_reached() const { return limit_ && taken_.load() >= *limit_; }
   stages::FrameSource& source_;
   std::optional<std::uint64_t> limit_;
+  std::uint64_t rejected_before_;
   std::atomic<std::uint64_t> taken_{0};
 };
 
@@ -110,7 +114,10 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
   switch (cfg.ingest.source) {
     case config::IngestSource::synth: {
       // Paced at the scenario's frame rate, as a live array would deliver frames.
-      return stages::scenario_source(cfg.scenario, 0, replay::steady_clock().now_ns(), &replay::steady_clock());
+      // Capture times on the wall clock (ns since the epoch), as a recorder would stamp them.
+      const auto epoch = std::chrono::system_clock::now().time_since_epoch();
+      return stages::scenario_source(cfg.scenario, 0, std::chrono::duration_cast<std::chrono::nanoseconds>(epoch).count(),
+                                     &replay::steady_clock());
     }
     case config::IngestSource::file:
       return stages::replay_source(cfg.ingest.file.path, stages::replay_options(cfg.ingest.file));
@@ -126,7 +133,8 @@ std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg)
   if (cfg.pipeline.stages.publish.enabled) {
     p->stage_names.emplace_back("publish");
     stages::PublishOptions publish{.record_path = cfg.pipeline.stages.publish.record_path,
-                                   .stage_names = p->stage_names};
+                                   .stage_names = p->stage_names,
+                                   .json = {}};
     auto stage = std::make_unique<stages::PublishStage>(results_, std::move(publish));
     p->publish = stage.get();
     chain.push_back(std::move(stage));
@@ -167,7 +175,10 @@ int Daemon::run() {
         why = "shutdown request";
         break;
       }
-      if (reload_requests_ > reloads_done_ + reload_failures_) reload_now = true;
+      if (pending_reload_requests_ > 0) {
+        pending_reload_requests_ = 0;  // one reload answers every request made before it started
+        reload_now = true;
+      }
     }
     if (reload_now) {
       json reply;
@@ -191,6 +202,7 @@ int Daemon::run() {
           last_reload_error_ = error;
           last_reload_reply_.reset();
         }
+        ++reload_generation_;
         state_ = State::running;
       }
       reload_done_.notify_all();
@@ -222,8 +234,12 @@ int Daemon::run() {
 void Daemon::print_final_report() {
   json report = pipeline::to_json(metrics_.snapshot());
   report["final"] = true;
-  std::fputs("\ncovflowd final latency report\n", stdout);
-  std::fputs(cli::format_report(report).c_str(), stdout);
+  const auto& frames = report["frames"];
+  const double uptime = report.value("uptime_s", 0.0);
+  std::optional<double> rate;
+  if (uptime > 0) rate = frames.value("done", 0.0) / uptime;
+  std::fputs("\n", stdout);
+  std::fputs(cli::format_report(report, rate, "over the run").c_str(), stdout);
   std::fflush(stdout);
 }
 
@@ -323,11 +339,12 @@ void Daemon::reset() { metrics_.reset(); }
 
 json Daemon::reload() {
   std::unique_lock lock(mutex_);
-  const std::uint64_t before = reloads_done_ + reload_failures_;
-  ++reload_requests_;
-  // The main loop applies it (draining the frames in flight when the chain changes).
+  // The main loop applies it (draining the frames in flight when the chain changes); the answer
+  // is that of the first reload that starts after this request.
+  const std::uint64_t before = reload_generation_;
+  ++pending_reload_requests_;
   if (!reload_done_.wait_for(lock, std::chrono::seconds(60), [&] {
-        return reloads_done_ + reload_failures_ > before || state_ == State::draining;
+        return reload_generation_ > before || state_ == State::draining;
       })) {
     throw std::runtime_error("reload did not finish within 60 s; see the log");
   }

@@ -100,7 +100,9 @@ class Daemon final : public pipeline::ControlHandler {
   std::condition_variable reload_done_;
   enum class State { running, reloading, draining } state_ = State::running;
   bool shutdown_requested_ = false;
-  std::uint64_t reload_requests_ = 0, reloads_done_ = 0, reload_failures_ = 0;
+  std::uint64_t pending_reload_requests_ = 0;  // control requests not yet taken by the main loop
+  std::uint64_t reload_generation_ = 0;        // reload attempts finished (SIGHUP or control)
+  std::uint64_t reloads_done_ = 0, reload_failures_ = 0;
   std::string last_reload_error_;
   std::optional<nlohmann::json> last_reload_reply_;
 };

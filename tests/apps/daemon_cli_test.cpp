@@ -44,7 +44,7 @@ TEST(FormatReport, ShowsCountersDropReasonsAndStagesInChainOrder) {
   EXPECT_NE(text.find("covflowd report 12 at 12.5 s uptime"), std::string::npos) << text;
   EXPECT_NE(text.find("frames: in 1203  done 1195  late 2  dropped 7 (overflow_drop_oldest 5, shape 2)  in flight 1"),
             std::string::npos) << text;
-  EXPECT_NE(text.find("queue: depth 1 of 8 (max 6); 99.5 frames/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("queue: depth 1 of 8 (max 6); 99.5 frames/s done since the last report"), std::string::npos) << text;
   // The array's order (the chain's), not the alphabet's: subspace was put first in this report.
   const auto subspace = text.find("subspace"), covariance = text.find("covariance"), total = text.find("end to end");
   ASSERT_NE(covariance, std::string::npos);
@@ -97,7 +97,7 @@ TEST(Stats, PrintsReportsFromARealPublisher) {
   EXPECT_NE(text.find("frames: in 1203", first + 1), std::string::npos) << "two reports expected:\n" << text;
   // The second report's rate comes from the first: 100 more frames done in 1 s (sent 20 ms apart,
   // but the rate is taken from the reports' own uptime, not the wall clock).
-  EXPECT_NE(text.find("100.0 frames/s since the last report"), std::string::npos) << text;
+  EXPECT_NE(text.find("100.0 frames/s done since the last report"), std::string::npos) << text;
 }
 
 TEST(Stats, NoReportWithinTheTimeoutIsExitCode8) {
