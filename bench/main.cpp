@@ -10,6 +10,7 @@
 #include "bench_common.hpp"
 #include "covariance_bench.hpp"
 #include "heev_bench.hpp"
+#include "pipeline_bench.hpp"
 #if COVFLOW_HAS_CUDA
 #include "heev_chase_bench.hpp"
 #endif
@@ -34,6 +35,14 @@ int main(int argc, char** argv) {
   heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
   heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
   auto* heev_chase = app.add_subcommand("heev-chase", "heev's QR stage alone, per arithmetic policy (diagnostic)");
+  auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
+  bench::PipelineBenchOptions pipeline_options;
+  pipeline->add_option("--seconds", pipeline_options.gpu_seconds, "How long the GPU run is fed")->capture_default_str();
+  pipeline->add_option("--cpu-seconds", pipeline_options.cpu_seconds, "How long the CPU run is fed")->capture_default_str();
+  pipeline->add_option("--rate", pipeline_options.rate_hz, "Frames per second")->capture_default_str()->check(CLI::PositiveNumber);
+  pipeline->add_option("--cells", pipeline_options.cells, "Cells per frame")->capture_default_str()->check(CLI::PositiveNumber);
+  pipeline->add_option("--channels", pipeline_options.channels, "Channels (array elements)")->capture_default_str()->check(CLI::Range(2, 1024));
+  pipeline->add_option("--budget-ms", pipeline_options.budget_ms, "Per-frame budget")->capture_default_str()->check(CLI::PositiveNumber);
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
     app.parse(argc, argv);
@@ -51,6 +60,9 @@ int main(int argc, char** argv) {
     std::vector<nlohmann::json> results;
     if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
     if (heev->parsed() || all->parsed()) results.push_back(bench::run_heev_bench(settings, gpu.get(), cpu));
+    if (pipeline->parsed() || all->parsed()) {
+      results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
+    }
     if (heev_chase->parsed()) {
 #if COVFLOW_HAS_CUDA
       if (gpu) bench::run_heev_chase_bench(settings);
