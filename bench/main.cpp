@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bench_common.hpp"
+#include "cholupdate_bench.hpp"
 #include "covariance_bench.hpp"
 #include "heev_bench.hpp"
 #if COVFLOW_HAS_CUDA
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   heev->add_option("--shape", settings.shapes, "Only these NxBATCH shapes (repeatable)");
   heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
   heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
+  auto* cholupdate = app.add_subcommand("cholupdate", "Rank-k Cholesky update/downdate vs refactoring (cuSOLVER potrf)");
   auto* heev_chase = app.add_subcommand("heev-chase", "heev's QR stage alone, per arithmetic policy (diagnostic)");
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
     std::vector<nlohmann::json> results;
     if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
     if (heev->parsed() || all->parsed()) results.push_back(bench::run_heev_bench(settings, gpu.get(), cpu));
+    if (cholupdate->parsed() || all->parsed()) results.push_back(bench::run_cholupdate_bench(settings, gpu.get(), cpu));
     if (heev_chase->parsed()) {
 #if COVFLOW_HAS_CUDA
       if (gpu) bench::run_heev_chase_bench(settings);
