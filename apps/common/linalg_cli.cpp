@@ -295,8 +295,7 @@ std::string chol_reason(int info) {
   if (info == la::status::non_finite_input) return "NaN or Inf in the factor's lower triangle or in V";
   if (info == kUnwritten) return "not computed (info never written)";
   if (info > 0)
-    return "not positive definite at column " + std::to_string(info - 1) +
-           " (numpy's index; the downdate fails there, or the factor's diagonal is not positive)";
+    return "not positive definite at column " + std::to_string(info - 1) + ", counted from 0";
   return "info " + std::to_string(info);
 }
 

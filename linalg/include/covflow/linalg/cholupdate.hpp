@@ -32,6 +32,11 @@ enum class Sign : std::int8_t {
   downdate = -1,  // A − V·Vᴴ
 };
 
+// Failure safety: a matrix that fails is left bit for bit as it was. CPU: downdates run a probe
+// sweep that stores nothing, then the same sweep storing L̃ (updates, which cannot fail once the
+// input is checked, run once). CUDA: n ≤ 256 works on a shared-memory copy of the triangle written
+// back on success (or probe-then-commit when it does not fit); n > 256 always probes, then commits.
+//
 // l:    count × (n × n) lower factors. Only the lower triangle is read and written; the strict
 //       upper triangle is never referenced. The diagonal is read as its real part (a factor's
 //       diagonal is real and positive) and written real.
@@ -52,9 +57,10 @@ void cholupdate(Exec& exec, Batch<T> l, Batch<const T> v, Sign sign, std::span<i
 
 inline constexpr std::int64_t kCudaMaxRank = 64;
 
-// Bytes of scratch cholupdate takes from exec.workspace() for this shape (O(count·n·k), never
-// O(n²) per matrix on the CPU... see the backends). Reserve them once at start-up and cholupdate
-// never allocates.
+// Bytes of scratch cholupdate takes from exec.workspace() for this shape: O(n·k) per matrix in
+// flight (CPU: a copy of V per worker; CUDA: the rotation parameters of every column for n > 256,
+// nothing for n ≤ 256), never a copy of L. Reserve them once at start-up and cholupdate never
+// allocates.
 template <class T>
 std::size_t cholupdate_workspace(const Exec& exec, std::int64_t n, std::int64_t k, std::int64_t count);
 
