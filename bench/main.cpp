@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "bench_common.hpp"
+#include "cholupdate_bench.hpp"
 #include "covariance_bench.hpp"
 #include "heev_bench.hpp"
 #include "pipeline_bench.hpp"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   heev->add_option("--shape", settings.shapes, "Only these NxBATCH shapes (repeatable)");
   heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
   heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
+  auto* cholupdate = app.add_subcommand("cholupdate", "Rank-k Cholesky update/downdate vs refactoring (cuSOLVER potrf)");
   auto* heev_chase = app.add_subcommand("heev-chase", "heev's QR stage alone, per arithmetic policy (diagnostic)");
   auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
   bench::PipelineBenchOptions pipeline_options;
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
     std::vector<nlohmann::json> results;
     if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
     if (heev->parsed() || all->parsed()) results.push_back(bench::run_heev_bench(settings, gpu.get(), cpu));
+    if (cholupdate->parsed() || all->parsed()) results.push_back(bench::run_cholupdate_bench(settings, gpu.get(), cpu));
     if (pipeline->parsed() || all->parsed()) {
       results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
     }

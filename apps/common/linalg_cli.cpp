@@ -25,6 +25,7 @@
 #include "common/exit_codes.hpp"
 #include "covflow/io/npy.hpp"
 #include "covflow/linalg/device.hpp"
+#include "covflow/linalg/cholupdate.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/exec.hpp"
 #include "covflow/linalg/heev.hpp"
@@ -290,6 +291,106 @@ int heev_typed(const HeevRequest& request, const io::NpyArray& input, const Stac
   return exit_code::numerical;
 }
 
+std::string chol_reason(int info) {
+  if (info == la::status::non_finite_input) return "NaN or Inf in the factor's lower triangle or in V";
+  if (info == kUnwritten) return "not computed (info never written)";
+  if (info > 0)
+    return "not positive definite at column " + std::to_string(info - 1) + ", counted from 0";
+  return "info " + std::to_string(info);
+}
+
+template <class T>
+int cholupdate_typed(const CholupdateRequest& request, const io::NpyArray& factor, const io::NpyArray& update_file,
+                     const Stack& ls, const Stack& vs, std::ostream& out, std::ostream& err) {
+  using R = la::real_t<T>;
+  const std::string command = "covflow linalg cholupdate";
+  const auto n = static_cast<std::int64_t>(ls.rows);
+  const auto k = static_cast<std::int64_t>(vs.cols);
+  const auto count = static_cast<std::int64_t>(ls.count);
+  const la::Sign sign = request.sign == '-' ? la::Sign::downdate : la::Sign::update;
+
+  std::vector<T> l = to_column_major<T>(factor, ls);
+  const std::vector<T> v = to_column_major<T>(update_file, vs);
+  // Nothing to compute (n = 0 or k = 0) leaves info at 0: success.
+  std::vector<int> info(static_cast<std::size_t>(count), n == 0 || k == 0 ? 0 : kUnwritten);
+
+  // The CUDA path takes k ≤ kCudaMaxRank per call: auto runs a larger V on the CPU, --device cuda
+  // refuses it.
+  DeviceChoice device = request.device;
+  if (k > la::kCudaMaxRank && device != DeviceChoice::cpu) {
+    if (device == DeviceChoice::cuda)
+      fail(exit_code::device_unavailable, "--device cuda: the CUDA path takes at most " +
+                                              std::to_string(la::kCudaMaxRank) + " columns of V, " +
+                                              request.update.string() + " has " + std::to_string(k));
+    if (la::cuda_compiled())
+      err << command << ": note: --device auto: k = " << k << " > " << la::kCudaMaxRank << "; running on the CPU\n";
+    device = DeviceChoice::cpu;
+  }
+  const la::Backend backend = on_backend(device, command, err, [&](la::Exec& exec) {
+#if COVFLOW_HAS_CUDA
+    if (exec.is_cuda()) {
+      la::CudaContext& context = exec.cuda_context();
+      context.make_current();
+      const cudaStream_t stream = context.stream();
+      la::cuda::DeviceBuffer<T> device_l(l.size()), device_v(v.size());
+      la::cuda::DeviceBuffer<int> device_info(info.size());
+      device_l.upload(l, stream);
+      device_v.upload(v, stream);
+      device_info.fill_bytes(0x7f, stream);  // kUnwritten
+      la::cholupdate<T>(exec, la::Batch<T>::packed(device_l.data(), n, n, count),
+                        la::Batch<const T>::packed(device_v.data(), n, k, count), sign,
+                        {device_info.data(), device_info.size()});
+      device_l.download(l, stream);
+      device_info.download(info, stream);
+      exec.synchronize();
+      return;
+    }
+#endif
+    la::cholupdate<T>(exec, la::Batch<T>::packed(l.data(), n, n, count), la::Batch<const T>::packed(v.data(), n, k, count),
+                      sign, info);
+  });
+
+  // Matrices whose info is not 0 are written as NaN (linalg left them as they were; a NaN factor
+  // cannot be mistaken for an updated one) and named on stderr.
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> failures;
+  std::uint64_t failed = 0;
+  for (std::int64_t b = 0; b < count; ++b) {
+    if (info[b] == 0) continue;
+    ++failed;
+    const std::string reason = chol_reason(info[b]);
+    auto it = std::find_if(failures.begin(), failures.end(), [&](const auto& f) { return f.first == reason; });
+    if (it == failures.end()) it = failures.insert(failures.end(), {reason, {}});
+    it->second.push_back(static_cast<std::uint64_t>(b));
+    std::fill_n(l.begin() + b * n * n, n * n, T(std::numeric_limits<R>::quiet_NaN()));
+  }
+
+  io::NpyArray result;
+  result.dtype = factor.dtype;
+  result.shape = factor.shape;
+  result.bytes = column_major_to_c_order(l, ls);
+  store(request.output, result);
+  out << "cholupdate: " << (ls.batched ? std::to_string(ls.count) + " factors " : std::string("one factor ")) << n
+      << "×" << n << " " << io::numpy_name(factor.dtype) << ", rank " << k << " "
+      << (sign == la::Sign::update ? "update" : "downdate") << " on " << device_name(backend) << ": wrote "
+      << request.output.string() << " " << describe(result) << "\n";
+
+  if (failed == 0) return exit_code::ok;
+  err << command << ": " << request.factor.string() << ": ";
+  if (ls.batched) {
+    err << failed << " of " << ls.count << (ls.count == 1 ? " factor" : " factors") << " failed, written as NaN in "
+        << request.output.string() << ":";
+    const char* separator = " ";
+    for (const auto& [reason, indices] : failures) {
+      err << separator << (indices.size() == 1 ? "matrix " : "matrices ") << index_list(indices) << " (" << reason << ")";
+      separator = "; ";
+    }
+  } else {
+    err << "the factor failed (" << failures.front().first << "), written as NaN in " << request.output.string();
+  }
+  err << "\n";
+  return exit_code::numerical;
+}
+
 template <class Body>
 int guarded(const std::string& command, std::ostream& err, Body&& body) {
   try {
@@ -362,14 +463,13 @@ int run_cholupdate(const CholupdateRequest& request, std::ostream& out, std::ost
                                          describe(factor) + " from " + request.factor.string() + "; expected (" +
                                          (l.batched ? std::to_string(l.count) + ", " : std::string()) +
                                          std::to_string(l.rows) + ", k)");
-    // TODO(issue 6): call linalg::cholupdate here once it exists — load both stacks column-major
-    // (to_column_major), run it on the chosen device, report per-matrix info like heev does, and
-    // write the updated factors in C order to request.output.
-    (void)out;
-    fail(exit_code::internal_error,
-         "not implemented yet (issue 6): linalg::cholupdate does not exist in this build; the inputs " +
-             request.factor.string() + " " + describe(factor) + " and " + request.update.string() + " " +
-             describe(update) + " are valid, nothing was written to " + request.output.string());
+    switch (factor.dtype) {
+      case io::NpyDtype::complex128: return cholupdate_typed<la::cf64>(request, factor, update, l, v, out, err);
+      case io::NpyDtype::complex64: return cholupdate_typed<la::cf32>(request, factor, update, l, v, out, err);
+      case io::NpyDtype::float64: return cholupdate_typed<la::f64>(request, factor, update, l, v, out, err);
+      case io::NpyDtype::float32: return cholupdate_typed<la::f32>(request, factor, update, l, v, out, err);
+    }
+    fail(exit_code::internal_error, "unhandled dtype");
   });
 }
 
@@ -393,7 +493,7 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       ->capture_default_str();
 
   cholupdate_ = group_->add_subcommand(
-      "cholupdate", "Rank-k update (+) or downdate (-) of lower Cholesky factors [not implemented yet: issue 6]");
+      "cholupdate", "Rank-k update (+) or downdate (-) of lower Cholesky factors, as numpy.linalg.cholesky returns them");
   cholupdate_->add_option("factors", chol_factor_, "L.npy: (batch, n, n) or (n, n) lower factors, as numpy.linalg.cholesky")
       ->required();
   cholupdate_->add_option("update", chol_update_, "V.npy: (batch, n, k) or (n, k)")->required();

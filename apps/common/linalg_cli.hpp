@@ -44,8 +44,10 @@ struct CholupdateRequest {
   DeviceChoice device = DeviceChoice::automatic;
 };
 
-// Checks both files (dtype, rank, shapes) and then reports that linalg::cholupdate is not
-// implemented yet (issue 6) with exit_code::internal_error; writes nothing.
+// Checks both files (dtype, rank, shapes: exit_code::input_damaged when they do not fit), runs
+// linalg::cholupdate on the chosen device and writes the new factors in L's shape and dtype.
+// Factors that failed (a downdate losing positive definiteness, a NaN) are written as NaN, named on
+// `err`, and the exit code is exit_code::numerical; the others are written as computed.
 int run_cholupdate(const CholupdateRequest& request, std::ostream& out, std::ostream& err);
 
 // The `linalg` subcommand group on a CLI11 app. Construct it before app.parse(); it must outlive

@@ -18,7 +18,12 @@ What is checked, for complex128, complex64, float64 and float32, UPLO L and U, (
   * inputs numpy can write in other ways (Fortran order, big-endian, format versions 2.0 and 3.0)
     give the same results, and every output file is byte for byte what numpy.save writes for it;
   * a matrix with a NaN gives exit code 7, is named on stderr and is NaN in the output while the
-    others are right; usage, shape, dtype and missing-file errors give their exit codes.
+    others are right; usage, shape, dtype and missing-file errors give their exit codes;
+  * `covflow linalg cholupdate` on factors numpy.linalg.cholesky wrote, for every dtype and for
+    (batch, n, n) and (n, n): ||L2 L2^H - (L L^H +- V V^H)||_F / ||L L^H +- V V^H||_F <= 10 n eps,
+    zeros above the diagonal, agreement with numpy.linalg.cholesky of L L^H +- V V^H within
+    20 n eps kappa_2, the downdate of chol(B + V V^H) by V giving back chol(B), and a downdate that
+    loses positive definiteness in one matrix giving exit code 7 with that matrix NaN.
 Inputs are drawn from a fresh seed, printed; COVFLOW_TEST_SEED=N replays one.
 """
 import io
@@ -215,13 +220,75 @@ def check_errors(covflow, tmp):
     x = rng.standard_normal((3, 4, 4))
     factors = np.linalg.cholesky(x @ np.swapaxes(x, 1, 2) + 4 * np.eye(4))
     np.save(path("L.npy"), factors)
-    np.save(path("V.npy"), rng.standard_normal((3, 4, 2)))
     np.save(path("Vbad.npy"), rng.standard_normal((2, 4, 2)))
-    code, _, err = run(covflow, "linalg", "cholupdate", path("L.npy"), path("V.npy"), "--sign", "-", "--out", path("L2.npy"))
-    check(code == INTERNAL and "not implemented yet (issue 6)" in err, f"cholupdate: exit {code}: {err.strip()}")
-    check(not os.path.exists(path("L2.npy")), "cholupdate wrote an output")
     code, _, err = run(covflow, "linalg", "cholupdate", path("L.npy"), path("Vbad.npy"), "--sign", "+", "--out", path("L2.npy"))
     check(code == INPUT, f"cholupdate with mismatched batch: exit {code}: {err.strip()}")
+
+
+def check_cholupdate(covflow, tmp, rng):
+    """covflow linalg cholupdate against numpy.linalg.cholesky of L L^H +- V V^H, per dtype and
+    for (batch, n, n) and (n, n) inputs; then a downdate that must fail in one matrix."""
+    def path(name):
+        return os.path.join(tmp, name)
+    for dtype in (np.complex128, np.complex64, np.float64, np.float32):
+        complex_ = np.issubdtype(dtype, np.complexfloating)
+        eps = np.finfo(dtype).eps
+        for batch, n, k in ((4, 16, 3), (None, 40, 1), (2, 300, 4)):
+            shape = (batch or 1, n, n)
+            x = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if complex_ else 0)
+            a = x @ np.conj(np.swapaxes(x, 1, 2)) / n + np.eye(n)           # well conditioned
+            v = (rng.standard_normal((shape[0], n, k)) + (1j * rng.standard_normal((shape[0], n, k)) if complex_ else 0)) / np.sqrt(n)
+            b_factor = np.linalg.cholesky(a).astype(dtype)
+            factor = np.linalg.cholesky(a + v @ np.conj(np.swapaxes(v, 1, 2))).astype(dtype)  # A = B + V V^H
+            v = v.astype(dtype)
+            if batch is None:
+                factor, b_factor, v = factor[0], b_factor[0], v[0]
+            np.save(path("cL.npy"), factor)
+            np.save(path("cV.npy"), v)
+            name = f"cholupdate {np.dtype(dtype).name} {factor.shape} k={k}"
+            for sign in ("+", "-"):
+                code, _, err = run(covflow, "linalg", "cholupdate", path("cL.npy"), path("cV.npy"), "--sign", sign,
+                                   "--out", path("cL2.npy"), "--device", "cpu")
+                if not check(code == OK, f"{name} {sign}: exit {code}: {err.strip()}"):
+                    continue
+                out = np.load(path("cL2.npy"))
+                check(out.shape == factor.shape and out.dtype == factor.dtype, f"{name} {sign}: output {out.shape} {out.dtype}")
+                check(open(path("cL2.npy"), "rb").read() == numpy_bytes(out), f"{name} {sign}: bytes differ from numpy.save's")
+                l64 = factor.astype(np.complex128)
+                v64 = v.astype(np.complex128)
+                s = 1.0 if sign == "+" else -1.0
+                target = l64 @ np.conj(np.swapaxes(l64, -1, -2)) + s * (v64 @ np.conj(np.swapaxes(v64, -1, -2)))
+                o64 = out.astype(np.complex128)
+                residual = (np.linalg.norm(o64 @ np.conj(np.swapaxes(o64, -1, -2)) - target, axis=(-2, -1)) /
+                            np.linalg.norm(target, axis=(-2, -1))).max()
+                check(residual <= 10 * n * eps, f"{name} {sign}: reconstruction {residual / eps:.2f} eps > 10 n eps")
+                check(np.all(np.triu(out, 1) == 0), f"{name} {sign}: nonzero above the diagonal")
+                # numpy's own factor of the same matrix; a factor's forward error is bounded by
+                # kappa_2 times the backward errors of both.
+                reference = np.linalg.cholesky(target)
+                kappa = np.linalg.cond(target).max()
+                forward = (np.linalg.norm(o64 - reference, axis=(-2, -1)) / np.linalg.norm(reference, axis=(-2, -1))).max()
+                check(forward <= 20 * n * eps * kappa, f"{name} {sign}: differs from numpy.linalg.cholesky by {forward:.3g}")
+                if sign == "-":
+                    back = (np.linalg.norm(o64 - b_factor.astype(np.complex128), axis=(-2, -1)) /
+                            np.linalg.norm(b_factor.astype(np.complex128), axis=(-2, -1))).max()
+                    check(back <= 20 * n * eps * kappa, f"{name}: downdate of B + V V^H by V is not B's factor ({back:.3g})")
+                print(f"ok   {name:44s} {sign}  reconstruction {residual / eps:6.2f} eps  vs numpy {forward / eps:8.2f} eps"
+                      f"  (tol {10 * n} eps, kappa {kappa:.1f})")
+    # A downdate that fails in matrix 1 at numpy's column 2.
+    factors = np.repeat((2.0 * np.eye(5))[None], 3, axis=0)
+    v = np.zeros((3, 5, 1))
+    v[:, 4, 0] = 1.0
+    v[1, 2, 0] = 3.0
+    np.save(path("fL.npy"), factors)
+    np.save(path("fV.npy"), v)
+    code, _, err = run(covflow, "linalg", "cholupdate", path("fL.npy"), path("fV.npy"), "--sign", "-", "--out", path("fL2.npy"))
+    check(code == NUMERICAL, f"failing downdate: exit {code}, expected {NUMERICAL}: {err.strip()}")
+    check("matrix 1 (not positive definite at column 2" in err, f"failing downdate: stderr does not name it: {err.strip()}")
+    out = np.load(path("fL2.npy"))
+    check(np.all(np.isnan(out[1])), "failing downdate: matrix 1 is not NaN in the output")
+    good = np.linalg.cholesky(4 * np.eye(5) - v[0] @ v[0].T)
+    check(np.abs(out[[0, 2]] - good).max() <= 10 * 5 * np.finfo(float).eps * 2, "failing downdate: the other factors are wrong")
 
 
 def main():
@@ -244,6 +311,7 @@ def main():
         check_values_only(covflow, tmp, rng)
         check_non_finite(covflow, tmp, rng)
         check_errors(covflow, tmp)
+        check_cholupdate(covflow, tmp, rng)
     if failures:
         print(f"{len(failures)} check(s) failed (seed {seed})")
         return 1

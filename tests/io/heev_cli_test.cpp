@@ -251,14 +251,15 @@ TEST(HeevCliDevice, AutoAlwaysProducesAResult) {
   EXPECT_EQ(values_of<double>(io::read_npy(dir / "w.npy")), (std::vector<double>{1.0, 2.0}));
 }
 
-// ---- cholupdate: arguments and shapes now, the operation with issue 6 ---------------------------
+// ---- cholupdate -------------------------------------------------------------------------------
 
 struct CholRun {
   int code;
   std::string err;
 };
 
-CholRun cholupdate(const ScratchDir& dir, const io::NpyArray& l, const io::NpyArray& v, char sign = '+') {
+CholRun cholupdate(const ScratchDir& dir, const io::NpyArray& l, const io::NpyArray& v, char sign = '+',
+                   DeviceChoice device = DeviceChoice::cpu) {
   io::write_npy(dir / "l.npy", l);
   io::write_npy(dir / "v.npy", v);
   cli::CholupdateRequest r;
@@ -266,18 +267,147 @@ CholRun cholupdate(const ScratchDir& dir, const io::NpyArray& l, const io::NpyAr
   r.update = dir / "v.npy";
   r.output = dir / "l2.npy";
   r.sign = sign;
+  r.device = device;
   std::ostringstream out, err;
   const int code = cli::run_cholupdate(r, out, err);
   return {code, err.str()};
 }
 
-TEST(CholupdateCli, ValidInputSaysNotImplementedAndWritesNothing) {
+// count row-major n×n lower factors as numpy.linalg.cholesky returns them (zeros above the
+// diagonal, real positive diagonal), well conditioned, and row-major n×k updates.
+template <class T>
+std::vector<T> numpy_factors(std::size_t count, std::size_t n, std::mt19937_64& rng) {
+  using R = linalg::real_t<T>;
+  std::normal_distribution<double> normal(0.0, 0.2 / std::sqrt(double(n)));
+  std::uniform_real_distribution<double> diagonal(1.0, 2.0);
+  std::vector<T> l(count * n * n, T(0));
+  for (std::size_t b = 0; b < count; ++b)
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j <= i; ++j) {
+        T x;
+        if constexpr (linalg::is_complex_v<T>) x = T(R(normal(rng)), R(normal(rng)));
+        else x = T(normal(rng));
+        l[b * n * n + i * n + j] = i == j ? T(R(diagonal(rng))) : x;
+      }
+  return l;
+}
+template <class T>
+std::vector<T> numpy_updates(std::size_t count, std::size_t n, std::size_t k, std::mt19937_64& rng) {
+  using R = linalg::real_t<T>;
+  std::normal_distribution<double> normal(0.0, 1.0 / std::sqrt(double(std::max(n, k))));
+  std::vector<T> v(count * n * k);
+  for (auto& x : v) {
+    if constexpr (linalg::is_complex_v<T>) x = T(R(normal(rng)), R(normal(rng)));
+    else x = T(normal(rng));
+  }
+  return v;
+}
+
+// ‖L2·L2ᴴ − (L·Lᴴ ± V·Vᴴ)‖_F / ‖L·Lᴴ ± V·Vᴴ‖_F for matrix b of row-major stacks, in double.
+template <class T>
+double reconstruction(const std::vector<T>& l2, const std::vector<T>& l, const std::vector<T>& v, std::size_t b,
+                      std::size_t n, std::size_t k, double sigma) {
+  using C = std::complex<double>;
+  auto at = [&](const std::vector<T>& m, std::size_t i, std::size_t j) { return C(m[b * n * n + i * n + j]); };
+  double error = 0, norm = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      C computed = 0, target = 0;
+      for (std::size_t q = 0; q < n; ++q) {
+        computed += at(l2, i, q) * std::conj(at(l2, j, q));
+        target += at(l, i, q) * std::conj(at(l, j, q));
+      }
+      for (std::size_t p = 0; p < k; ++p) target += sigma * C(v[b * n * k + i * k + p]) * std::conj(C(v[b * n * k + j * k + p]));
+      error += std::norm(computed - target);
+      norm += std::norm(target);
+    }
+  return std::sqrt(error / norm);
+}
+
+template <class T>
+class CholupdateCli : public ::testing::Test {};
+TYPED_TEST_SUITE(CholupdateCli, ElementTypes);
+
+// numpy's layout end to end: C- and Fortran-order files, batched and single, update then
+// downdate; the output has L's shape and dtype, zeros above the diagonal as numpy's factors have,
+// and reconstructs L·Lᴴ ± V·Vᴴ to 10·n·ε.
+TYPED_TEST(CholupdateCli, UpdateThenDowndateFollowNumpysLayout) {
+  using T = TypeParam;
+  using R = linalg::real_t<T>;
   ScratchDir dir;
-  const CholRun run = cholupdate(dir, make_array(std::vector<std::complex<double>>(4 * 8 * 8), {4, 8, 8}),
-                                 make_array(std::vector<std::complex<double>>(4 * 8 * 2), {4, 8, 2}), '-');
-  EXPECT_EQ(run.code, exit_code::internal_error);
-  EXPECT_NE(run.err.find("not implemented yet (issue 6)"), std::string::npos) << run.err;
-  EXPECT_FALSE(std::filesystem::exists(dir / "l2.npy"));
+  std::mt19937_64 rng(fresh_seed("CholupdateCli.UpdateThenDowndateFollowNumpysLayout"));
+  const std::size_t count = 3;
+  for (std::size_t n : {1u, 4u, 19u})
+    for (std::size_t k : {1u, 3u})
+      for (bool batched : {true, false})
+        for (bool fortran : {false, true}) {
+          SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k) + (batched ? " batched" : " single") +
+                       (fortran ? " Fortran order" : " C order"));
+          const std::size_t c = batched ? count : 1;
+          const std::vector<T> l = numpy_factors<T>(c, n, rng);
+          const std::vector<T> v = numpy_updates<T>(c, n, k, rng);
+          auto stored = [&](const std::vector<T>& m, std::size_t rows, std::size_t cols) {
+            const std::vector<std::uint64_t> shape =
+                batched ? std::vector<std::uint64_t>{c, rows, cols} : std::vector<std::uint64_t>{rows, cols};
+            if (!fortran) return make_array(m, shape);
+            std::vector<T> f(m.size());
+            for (std::size_t b = 0; b < c; ++b)
+              for (std::size_t i = 0; i < rows; ++i)
+                for (std::size_t j = 0; j < cols; ++j) f[b + i * c + j * c * rows] = m[b * rows * cols + i * cols + j];
+            return make_array(f, shape, true);
+          };
+          const CholRun up = cholupdate(dir, stored(l, n, n), stored(v, n, k), '+');
+          ASSERT_EQ(up.code, exit_code::ok) << up.err;
+          const io::NpyArray updated = io::read_npy(dir / "l2.npy");
+          EXPECT_EQ(updated.dtype, dtype_of<T>());
+          EXPECT_EQ(updated.shape, batched ? (std::vector<std::uint64_t>{c, n, n}) : (std::vector<std::uint64_t>{n, n}));
+          EXPECT_FALSE(updated.fortran_order);
+          const std::vector<T> l2 = values_of<T>(updated);
+          const double tolerance = 10.0 * double(n) * std::numeric_limits<R>::epsilon();
+          for (std::size_t b = 0; b < c; ++b) {
+            EXPECT_LE(reconstruction(l2, l, v, b, n, k, +1.0), tolerance) << "update, matrix " << b;
+            for (std::size_t i = 0; i < n; ++i)
+              for (std::size_t j = i + 1; j < n; ++j) ASSERT_EQ(l2[b * n * n + i * n + j], T(0)) << "above the diagonal";
+          }
+          const CholRun down = cholupdate(dir, updated, stored(v, n, k), '-');
+          ASSERT_EQ(down.code, exit_code::ok) << down.err;
+          const std::vector<T> l3 = values_of<T>(io::read_npy(dir / "l2.npy"));
+          for (std::size_t b = 0; b < c; ++b)
+            EXPECT_LE(reconstruction(l3, l2, v, b, n, k, -1.0), tolerance) << "downdate, matrix " << b;
+        }
+}
+
+// A downdate that loses positive definiteness in one matrix: exit code 7, that matrix NaN in the
+// output and named (with numpy's column index), the others written as computed.
+TEST(CholupdateCli, FailingDowndateIsNumericalAndNamesTheMatrix) {
+  ScratchDir dir;
+  const std::size_t n = 5;
+  std::vector<double> l(3 * n * n, 0.0), v(3 * n * 1, 0.0);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (std::size_t i = 0; i < n; ++i) l[b * n * n + i * n + i] = 2.0;
+  for (std::size_t b = 0; b < 3; ++b) v[b * n + 4] = 1.0;
+  v[1 * n + 2] = 3.0;  // matrix 1: 4 − 9 < 0 at column 2
+  const CholRun run = cholupdate(dir, make_array(l, {3, n, n}), make_array(v, {3, n, 1}), '-');
+  EXPECT_EQ(run.code, exit_code::numerical) << run.err;
+  EXPECT_NE(run.err.find("1 of 3 factors failed"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("matrix 1 (not positive definite at column 2"), std::string::npos) << run.err;
+  const std::vector<double> out = values_of<double>(io::read_npy(dir / "l2.npy"));
+  for (std::size_t e = 0; e < n * n; ++e) EXPECT_TRUE(std::isnan(out[1 * n * n + e]));
+  for (std::size_t b : {0u, 2u}) {
+    EXPECT_DOUBLE_EQ(out[b * n * n + 4 * n + 4], std::sqrt(3.0)) << "matrix " << b;
+    EXPECT_DOUBLE_EQ(out[b * n * n + 0], 2.0) << "matrix " << b;
+  }
+}
+
+TEST(CholupdateCli, NaNInputIsNamed) {
+  ScratchDir dir;
+  std::vector<std::complex<double>> l(2 * 3 * 3, 0.0), v(2 * 3 * 2, 0.5);
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t i = 0; i < 3; ++i) l[b * 9 + i * 3 + i] = 1.0;
+  l[1 * 9 + 2 * 3 + 0] = std::complex<double>(std::nan(""), 0.0);
+  const CholRun run = cholupdate(dir, make_array(l, {2, 3, 3}), make_array(v, {2, 3, 2}), '+');
+  EXPECT_EQ(run.code, exit_code::numerical) << run.err;
+  EXPECT_NE(run.err.find("matrix 1 (NaN or Inf"), std::string::npos) << run.err;
 }
 
 TEST(CholupdateCli, ShapeAndTypeMismatchesAreInputErrors) {

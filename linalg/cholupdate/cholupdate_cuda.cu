@@ -1,0 +1,466 @@
+// cholupdate on the GPU, after shared/papers/rank-k-cholesky-update-gpu.txt.
+//
+// The arithmetic is the CPU path's (cholupdate_cpu.cpp): Algorithm 1 of §2 in its hyperbolic
+// form, column j's k rotations generated together from prefix sums of the diagonal,
+//   α₋₁ = L(j, j),  α_p² = α_{p−1}² + σ|w_jp|²,  c_p = α_p/α_{p−1},
+// and applied to row i in the mixed form with t = α_p·L(i, j):
+//   t ← α₋₁·L(i, j);  for p: t ← t + σ w̄_jp w_ip;  w_ip ← c_p w_ip − (w_jp/(α_{p−1}α_p))·t;
+//   L̃(i, j) = t/α_{k−1}.
+// Each thread owns one row i and holds its k entries of W = V (transformed as the columns go by)
+// in registers: the paper's ElementsPerThread (§4.1) is k, rounded up to a template size
+// K ∈ {1, 4, 16, 32, 64} (k ≤ 64; the p < k guards cost predicated-off instructions only).
+// Per column, the rotation parameters — c (real), −w_jp/(α_{p−1}α_p) and σw̄_jp for each p, and
+// α₋₁, 1/α_{k−1}, α_{k−1} — are made by the thread owning row j and read by every thread below it.
+//
+// Two organisations:
+//
+// n ≤ 256  small_kernel — one thread block per matrix (the adaptive-filter batch: one factor
+//          per range/Doppler cell), thread i = row i, the columns swept left to right with one
+//          __syncthreads per column (rotation parameters double-buffered in shared memory, so the
+//          owner of column j+1 can write its parameters while the others still read column j's).
+//          Every element of L is read once (column j by 32 consecutive rows per warp: coalesced)
+//          and its new value goes to a copy of the lower triangle in shared memory, packed by
+//          columns; only when the matrix succeeded is the copy written back, so a failed
+//          downdate or a NaN leaves L untouched. Budget: the packed triangle, n(n+1)/2 elements
+//          (64×64 complex double: 33 KB, six blocks per SM). When it does not fit (complex double
+//          n ≳ 160) the block sweeps twice instead: a probe that stores nothing, then — only if
+//          the probe succeeded — the same sweep storing into L (identical arithmetic).
+//
+// n > 256  the whole factor on the GPU in two kernels, no launch per column and no host panels
+//          (the paper's CPU/GPU split of §4 is replaced by a device-side dependency counter):
+//   pipeline_kernel<Commit = false> — one warp per block of 32 rows (§3's CholeskyModifyA
+//          order: each row block applies the columns left of it, then sweeps its own 32×32
+//          diagonal block). Blocks take row blocks from a per-matrix ticket counter, so a block
+//          only ever waits on row blocks already taken by running blocks (no deadlock without a
+//          cooperative launch). The owner of a diagonal block publishes the rotation parameters of
+//          its columns to the workspace and advances a per-matrix progress counter every
+//          kPublish columns (fence, then a release store); row blocks below wait on the counter
+//          (one lane spins with acquire loads) and apply the published columns tile by tile
+//          while the diagonal moves on, so the critical path is the diagonal sweep itself. This
+//          pass stores no L: it finds every rotation, the first failing column and any NaN.
+//   pipeline_kernel<Commit = true> — if the matrix succeeded, every row block (all at once: the
+//          rotations are known) replays its rows with the stored parameters and writes L̃.
+//          Two passes instead of a copy of L: the workspace is O(n·k) per matrix, not O(n²).
+//          Budget per block (one warp): the row's k entries of W in registers (complex double
+//          k = 64 spills to local memory), kPublish columns of parameters in shared memory.
+//
+// No host synchronisation: status goes to `info` on the device.
+#include <cuda/atomic>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <type_traits>
+
+#include "../common/device_scalar.cuh"
+#include "cholupdate_impl.hpp"
+#include "covflow/linalg/cuda/check.hpp"
+#include "covflow/linalg/cuda/context.hpp"
+
+namespace covflow::linalg::detail {
+namespace {
+
+constexpr int kSmallMaxN = 256;                 // n handled by one thread block per matrix
+constexpr int kRowBlock = 32;                   // rows per block (one warp) in the pipeline
+constexpr int kPublish = 8;                     // columns per progress step and per parameter tile
+constexpr std::size_t kSmemBudget = 200 * 1024; // shared memory a block plans for (sm_90: 227 KB)
+constexpr long long kMaxGridY = 65535;
+
+constexpr std::size_t align16(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
+constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Rotation parameters of a run of columns: column j's are scal[3j..3j+2] = {α₋₁, 1/α_{k−1},
+// α_{k−1}} and c / bneg / g[j·stride + p] for p < k.
+template <class D>
+struct Params {
+  using R = sreal_t<D>;
+  R* scal;
+  R* c;
+  D* bneg;
+  D* g;
+  int stride;
+
+  __device__ Params column(int j) const {
+    return Params{scal + 3 * j, c + j * stride, bneg + j * stride, g + j * stride, stride};
+  }
+  // Bytes of `columns` columns with room for `stride` rotations each, 16-byte aligned parts.
+  __host__ __device__ static std::size_t bytes(int columns, int stride) {
+    return align16(sizeof(R) * 3 * columns) + align16(sizeof(R) * columns * stride) +
+           2 * align16(sizeof(D) * columns * stride);
+  }
+  __host__ __device__ static Params carve(unsigned char* base, int columns, int stride) {
+    Params p;
+    p.scal = reinterpret_cast<R*>(base);
+    base += align16(sizeof(R) * 3 * columns);
+    p.c = reinterpret_cast<R*>(base);
+    base += align16(sizeof(R) * columns * stride);
+    p.bneg = reinterpret_cast<D*>(base);
+    base += align16(sizeof(D) * columns * stride);
+    p.g = reinterpret_cast<D*>(base);
+    p.stride = stride;
+    return p;
+  }
+};
+
+// Copies column `from` of `src` to column `to` of `dst` (k rotations), lanes `lane` of `lanes`.
+template <class D>
+__device__ void copy_column(const Params<D>& dst, int to, const Params<D>& src, int from, int k, int lane, int lanes) {
+  for (int e = lane; e < 3; e += lanes) dst.scal[3 * to + e] = src.scal[3 * from + e];
+  for (int p = lane; p < k; p += lanes) {
+    dst.c[to * dst.stride + p] = src.c[from * src.stride + p];
+    dst.bneg[to * dst.stride + p] = src.bneg[from * src.stride + p];
+    dst.g[to * dst.stride + p] = src.g[from * src.stride + p];
+  }
+}
+
+// The rotations of one column from α = Re L(j, j) and the row's w (its owner's registers), into
+// column 0 of `out`. False when α ≤ 0 (not a factor) or some α_p² ≤ 0 (the downdate loses
+// positive definiteness) or the arithmetic overflowed; the failed rotations are then replaced by
+// the identity so that the sweep goes on with finite numbers (its results are never stored).
+template <class D, int K>
+__device__ bool make_rotations(const D (&w)[K], int k, sreal_t<D> alpha, sreal_t<D> sigma, const Params<D>& out) {
+  using R = sreal_t<D>;
+  bool ok = alpha > R(0) && isfinite(alpha);
+  if (!ok) alpha = R(1);
+  R square = alpha * alpha;
+  R previous = alpha;
+#pragma unroll
+  for (int p = 0; p < K; ++p) {
+    if (p < k) {
+      const R next = fma(sigma, abs2(w[p]), square);
+      if (next > R(0) && isfinite(next)) {
+        const R current = sqrt(next);
+        out.c[p] = current / previous;
+        out.bneg[p] = w[p] * (R(-1) / (previous * current));
+        out.g[p] = conj_of(w[p]) * sigma;
+        square = next;
+        previous = current;
+      } else {
+        ok = false;
+        out.c[p] = R(1);
+        out.bneg[p] = from_real<D>(R(0));
+        out.g[p] = from_real<D>(R(0));
+      }
+    }
+  }
+  out.scal[0] = alpha;
+  out.scal[1] = R(1) / previous;
+  out.scal[2] = previous;
+  return ok;
+}
+
+// Column `column` of `params` applied to one row: returns L̃(i, j), updates w.
+template <class D, int K>
+__device__ D apply_column(D lij, D (&w)[K], int k, const Params<D>& params, int column) {
+  using R = sreal_t<D>;
+  const R* scal = params.scal + 3 * column;
+  const R* c = params.c + column * params.stride;
+  const D* bneg = params.bneg + column * params.stride;
+  const D* g = params.g + column * params.stride;
+  D t = lij * scal[0];
+#pragma unroll
+  for (int p = 0; p < K; ++p) {
+    if (p < k) {
+      t = fma_(t, g[p], w[p]);
+      w[p] = fma_(w[p] * c[p], bneg[p], t);
+    }
+  }
+  return t * scal[1];
+}
+
+template <class D, int K>
+__device__ bool load_row(D (&w)[K], const D* v, long long ldv, int i, int k) {
+  bool finite = true;
+#pragma unroll
+  for (int p = 0; p < K; ++p) {
+    w[p] = from_real<D>(sreal_t<D>(0));
+    if (p < k) {
+      w[p] = v[i + p * ldv];
+      finite = finite && is_finite(w[p]);
+    }
+  }
+  return finite;
+}
+
+// ---- n ≤ 256: one block per matrix ---------------------------------------------------------
+
+__device__ inline int packed_offset(int n, int i, int j) { return j * n - j * (j - 1) / 2 + (i - j); }
+
+template <class D, int K>
+__global__ void __launch_bounds__(kSmallMaxN) small_kernel(D* l_all, long long ldl, long long stride_l, const D* v_all,
+                                                          long long ldv, long long stride_v, int n, int k,
+                                                          sreal_t<D> sigma, bool staged, int* info) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Params<D> slots = Params<D>::carve(smem, 2, K);
+  D* stage = reinterpret_cast<D*>(smem + Params<D>::bytes(2, K));
+  __shared__ int bad, fail;
+
+  const long long m = blockIdx.x;
+  D* L = l_all + m * stride_l;
+  const D* V = v_all + m * stride_v;
+  const int i = threadIdx.x;
+  const bool row = i < n;
+  if (i == 0) {
+    bad = 0;
+    fail = n;
+  }
+  __syncthreads();
+  D w[K];
+  if (row && !load_row(w, V, ldv, i, k)) atomicOr(&bad, 1);
+
+  // staged: one sweep into the shared copy. Otherwise pass 0 probes and pass 1 stores into L.
+  for (int pass = staged ? 1 : 0; pass < 2; ++pass) {
+    const bool store = pass == 1;
+    if (store && !staged) {
+      __syncthreads();
+      if (bad != 0 || fail < n) break;  // uniform: read after a barrier
+      if (row) load_row(w, V, ldv, i, k);
+    }
+    for (int j = 0; j < n; ++j) {
+      const Params<D> slot = slots.column(j & 1);
+      if (i == j) {
+        const D ljj = L[j + j * ldl];
+        if (!is_finite(ljj)) atomicOr(&bad, 1);
+        if (!make_rotations(w, k, real_part(ljj), sigma, slot)) atomicMin(&fail, j);
+        if (store) {
+          const D diagonal = from_real<D>(slot.scal[2]);
+          if (staged) stage[packed_offset(n, j, j)] = diagonal;
+          else L[j + j * ldl] = diagonal;
+        }
+      }
+      __syncthreads();
+      if (row && i > j) {
+        const D lij = L[i + j * ldl];
+        if (!is_finite(lij)) atomicOr(&bad, 1);
+        const D updated = apply_column(lij, w, k, slot, 0);
+        if (store) {
+          if (staged) stage[packed_offset(n, i, j)] = updated;
+          else L[i + j * ldl] = updated;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const int status = bad != 0 ? status::non_finite_input : fail < n ? fail + 1 : 0;
+  if (staged && status == 0 && row)
+    for (int j = 0; j <= i; ++j) L[i + j * ldl] = stage[packed_offset(n, i, j)];
+  if (i == 0) info[m] = status;
+}
+
+// ---- n > 256: the row-block pipeline -------------------------------------------------------
+
+struct Control {
+  int ticket;    // next row block to hand out (pass 1)
+  int progress;  // columns whose parameters are published
+  int bad;       // a NaN or Inf was read
+  int fail;      // 0, or INT_MAX − (first failing column): atomicMax keeps the first
+};
+
+template <class D>
+struct PipelineWork {
+  Control* control;        // count entries
+  unsigned char* params;   // count × per_matrix bytes
+  std::size_t per_matrix;
+};
+
+template <class D>
+std::size_t per_matrix_bytes(int n, int k) {
+  return align256(Params<D>::bytes(n, k));
+}
+
+__device__ inline void wait_for(int* counter, int target) {
+  cuda::atomic_ref<int, cuda::thread_scope_device> ref(*counter);
+  while (ref.load(cuda::memory_order_acquire) < target) {
+  }
+}
+
+template <class D, int K, bool Commit>
+__global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long ldl, long long stride_l, const D* v_all,
+                                                            long long ldv, long long stride_v, int n, int k,
+                                                            sreal_t<D> sigma, PipelineWork<D> work, long long first_matrix,
+                                                            int* info) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Params<D> tile = Params<D>::carve(smem, kPublish, K);
+  const Params<D> slots = Params<D>::carve(smem + Params<D>::bytes(kPublish, K), 2, K);
+  __shared__ int taken;
+
+  const long long m = first_matrix + blockIdx.y;
+  Control& control = work.control[m];
+  const Params<D> global = Params<D>::carve(work.params + m * work.per_matrix, n, k);
+  D* L = l_all + m * stride_l;
+  const D* V = v_all + m * stride_v;
+  const int lane = threadIdx.x;
+
+  int block;
+  if constexpr (Commit) {
+    const int status = control.bad != 0 ? status::non_finite_input : control.fail != 0 ? INT_MAX - control.fail + 1 : 0;
+    if (blockIdx.x == 0 && lane == 0) info[m] = status;
+    if (status != 0) return;
+    block = blockIdx.x;
+  } else {
+    if (lane == 0) taken = atomicAdd(&control.ticket, 1);
+    __syncwarp();
+    block = taken;
+  }
+  const int r0 = block * kRowBlock;
+  const int i = r0 + lane;
+  const bool row = i < n;
+  D w[K];
+  bool finite = row ? load_row(w, V, ldv, i, k) : true;
+
+  // Columns left of the diagonal block (and, when committing, the diagonal block too), kPublish
+  // at a time: wait for them (pass 1), stage their parameters, apply them to this warp's rows.
+  const int tiled_end = Commit ? (r0 + kRowBlock < n ? r0 + kRowBlock : n) : r0;
+  for (int j0 = 0; j0 < tiled_end; j0 += kPublish) {
+    const int columns = tiled_end - j0 < kPublish ? tiled_end - j0 : kPublish;
+    if constexpr (!Commit) {
+      if (lane == 0) wait_for(&control.progress, j0 + columns);
+      __syncwarp();
+    }
+    for (int c = 0; c < columns; ++c) copy_column(tile, c, global, j0 + c, k, lane, kRowBlock);
+    __syncwarp();
+    for (int c = 0; c < columns; ++c) {
+      const int j = j0 + c;
+      if (row && i > j) {
+        const D lij = L[i + j * ldl];
+        finite = finite && is_finite(lij);
+        const D updated = apply_column(lij, w, k, tile, c);
+        if constexpr (Commit) L[i + j * ldl] = updated;
+      } else if (Commit && i == j) {
+        L[j + j * ldl] = from_real<D>(tile.scal[3 * c + 2]);
+      }
+    }
+    __syncwarp();
+  }
+
+  if constexpr (!Commit) {
+    // The diagonal block: lane jl makes column r0 + jl's rotations, the lanes below apply them.
+    for (int jl = 0; jl < kRowBlock && r0 + jl < n; ++jl) {
+      const int j = r0 + jl;
+      const Params<D> slot = slots.column(jl & 1);
+      if (lane == jl) {
+        const D ljj = L[j + j * ldl];
+        finite = finite && is_finite(ljj);
+        // Columns fail in increasing order, so atomicMax keeps the first.
+        if (!make_rotations(w, k, real_part(ljj), sigma, slot)) atomicMax(&control.fail, INT_MAX - j);
+      }
+      __syncwarp();
+      copy_column(global, j, slot, 0, k, lane, kRowBlock);
+      if (row && lane > jl) {
+        const D lij = L[i + j * ldl];
+        finite = finite && is_finite(lij);
+        apply_column(lij, w, k, slot, 0);
+      }
+      if ((jl + 1) % kPublish == 0 || jl + 1 == kRowBlock || j + 1 == n) {
+        __threadfence();  // every lane's parameter stores, before the counter moves
+        __syncwarp();
+        if (lane == 0) {
+          cuda::atomic_ref<int, cuda::thread_scope_device> progress(control.progress);
+          progress.store(j + 1, cuda::memory_order_release);
+        }
+      }
+    }
+    if (!finite) atomicOr(&control.bad, 1);
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+template <class K>
+void allow_shared(K kernel, std::size_t bytes) {
+  COVFLOW_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+int template_rank(int k) {
+  for (int size : {1, 4, 16, 32, 64})
+    if (k <= size) return size;
+  return 0;
+}
+
+template <class F>
+void with_rank(int k, F&& body) {
+  switch (template_rank(k)) {
+    case 1: body(std::integral_constant<int, 1>{}); break;
+    case 4: body(std::integral_constant<int, 4>{}); break;
+    case 16: body(std::integral_constant<int, 16>{}); break;
+    case 32: body(std::integral_constant<int, 32>{}); break;
+    case 64: body(std::integral_constant<int, 64>{}); break;
+    default: throw InvalidArgument("cholupdate: k = " + std::to_string(k) + " exceeds the CUDA path's limit");
+  }
+}
+
+}  // namespace
+
+template <class T>
+std::size_t cholupdate_cuda_workspace(std::int64_t n, std::int64_t k, std::int64_t count) {
+  using D = device_t<T>;
+  if (n <= kSmallMaxN || k <= 0) return 0;
+  return align256(sizeof(Control) * std::size_t(count)) +
+         per_matrix_bytes<D>(static_cast<int>(n), static_cast<int>(k)) * std::size_t(count);
+}
+
+template <class T>
+void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign sign, std::span<int> info) {
+  using D = device_t<T>;
+  using R = real_t<T>;
+  context.make_current();
+  cudaStream_t stream = context.stream();
+  const int n = static_cast<int>(l.rows);
+  const int k = static_cast<int>(v.cols);
+  const long long count = l.count;
+  if (n == 0 || k == 0) {
+    COVFLOW_CUDA_TRY(cudaMemsetAsync(info.data(), 0, sizeof(int) * std::size_t(count), stream));
+    return;
+  }
+  const R sigma = sign == Sign::update ? R(1) : R(-1);
+  auto* L = reinterpret_cast<D*>(l.data);
+  const auto* V = reinterpret_cast<const D*>(v.data);
+
+  if (n <= kSmallMaxN) {
+    with_rank(k, [&](auto rank) {
+      constexpr int K = decltype(rank)::value;
+      const std::size_t slots = Params<D>::bytes(2, K);
+      const std::size_t stage = sizeof(D) * std::size_t(n) * (n + 1) / 2;
+      const bool staged = slots + stage <= kSmemBudget;
+      const std::size_t smem = slots + (staged ? stage : 0);
+      allow_shared(small_kernel<D, K>, smem);
+      const unsigned threads = static_cast<unsigned>((n + 31) / 32 * 32);
+      small_kernel<D, K><<<static_cast<unsigned>(count), threads, smem, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n,
+                                                                                 k, sigma, staged, info.data());
+      COVFLOW_CHECK_LAUNCH();
+    });
+    return;
+  }
+
+  auto* base = static_cast<unsigned char*>(context.workspace().acquire(cholupdate_cuda_workspace<T>(n, k, count)));
+  PipelineWork<D> work{reinterpret_cast<Control*>(base), base + align256(sizeof(Control) * std::size_t(count)),
+                    per_matrix_bytes<D>(n, k)};
+  COVFLOW_CUDA_TRY(cudaMemsetAsync(work.control, 0, sizeof(Control) * std::size_t(count), stream));
+  const unsigned blocks = static_cast<unsigned>((n + kRowBlock - 1) / kRowBlock);
+  with_rank(k, [&](auto rank) {
+    constexpr int K = decltype(rank)::value;
+    const std::size_t smem = Params<D>::bytes(kPublish, K) + Params<D>::bytes(2, K);
+    allow_shared(pipeline_kernel<D, K, false>, smem);
+    allow_shared(pipeline_kernel<D, K, true>, smem);
+    for (long long first = 0; first < count; first += kMaxGridY) {
+      const dim3 grid(blocks, static_cast<unsigned>(std::min(kMaxGridY, count - first)));
+      pipeline_kernel<D, K, false><<<grid, kRowBlock, smem, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n, k, sigma,
+                                                                      work, first, info.data());
+      COVFLOW_CHECK_LAUNCH();
+      pipeline_kernel<D, K, true><<<grid, kRowBlock, smem, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n, k, sigma,
+                                                                     work, first, info.data());
+      COVFLOW_CHECK_LAUNCH();
+    }
+  });
+}
+
+#define COVFLOW_CHOLUPDATE_CUDA(T)                                                               \
+  template std::size_t cholupdate_cuda_workspace<T>(std::int64_t, std::int64_t, std::int64_t); \
+  template void cholupdate_cuda<T>(CudaContext&, Batch<T>, Batch<const T>, Sign, std::span<int>);
+COVFLOW_CHOLUPDATE_CUDA(f32)
+COVFLOW_CHOLUPDATE_CUDA(f64)
+COVFLOW_CHOLUPDATE_CUDA(cf32)
+COVFLOW_CHOLUPDATE_CUDA(cf64)
+#undef COVFLOW_CHOLUPDATE_CUDA
+
+}  // namespace covflow::linalg::detail

@@ -1,0 +1,21 @@
+// Internal: cholupdate's backends. Arguments are validated by cholupdate.cpp.
+#pragma once
+
+#include "covflow/linalg/cholupdate.hpp"
+
+namespace covflow::linalg::detail {
+
+template <class T>
+std::size_t cholupdate_cpu_workspace(unsigned workers, std::int64_t n, std::int64_t k, std::int64_t count);
+template <class T>
+void cholupdate_cpu(ThreadPool& pool, Workspace& workspace, Batch<T> l, Batch<const T> v, Sign sign,
+                    std::span<int> info);
+
+#if COVFLOW_HAS_CUDA
+template <class T>
+std::size_t cholupdate_cuda_workspace(std::int64_t n, std::int64_t k, std::int64_t count);
+template <class T>
+void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign sign, std::span<int> info);
+#endif
+
+}  // namespace covflow::linalg::detail

@@ -1,0 +1,68 @@
+// cholupdate: rank-k update or downdate of lower Cholesky factors. Given L with A = L·Lᴴ (lower
+// triangular, real positive diagonal, as ?potrf and numpy.linalg.cholesky return it) and V (n×k),
+// L is overwritten with the lower factor L̃ of
+//   A + V·Vᴴ   (Sign::update)     or     A − V·Vᴴ   (Sign::downdate),
+// in O(k·n²) operations instead of the O(n³) of refactoring.
+//
+// The algorithm is shared/papers/rank-k-cholesky-update-gpu.txt, Algorithm 1 (§2) in its
+// hyperbolic form: column j of L is combined with each of the k columns of V by a plane rotation
+// (update) or a hyperbolic rotation (downdate) that zeroes V's row j, applied in the "mixed" form
+// (the new L enters the update of V) that keeps downdates stable. The k rotations of a column are
+// generated together (their diagonals are prefix sums, so no rotation waits on the previous one's
+// square root) and applied to each row as one pass over the k columns of V held per thread — the
+// paper's ElementsPerThread panels (§4.1) with ElementsPerThread = k.
+//
+// CPU: column sweep per matrix (LINPACK dchud order, the inner loop vectorised along the column);
+// matrices across the thread pool. CUDA: see cholupdate_cuda.cu — a batched kernel for n ≤ 256
+// (one thread block per matrix) and, above that, a row-block pipeline in which the whole factor
+// is updated on the GPU by one kernel without a launch per column (§3's CholeskyModifyA order).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "covflow/linalg/batch.hpp"
+#include "covflow/linalg/exec.hpp"
+
+namespace covflow::linalg {
+
+enum class Sign : std::int8_t {
+  update = 1,     // A + V·Vᴴ
+  downdate = -1,  // A − V·Vᴴ
+};
+
+// Failure safety: a matrix that fails is left bit for bit as it was. CPU: downdates run a probe
+// sweep that stores nothing, then the same sweep storing L̃ (updates, which cannot fail once the
+// input is checked, run once — the one exception: an update whose α² + Σ|v|² overflows to Inf
+// mid-sweep, inputs near √(max of T), reports that column after storing the columns before it). CUDA: n ≤ 256 works on a shared-memory copy of the triangle written
+// back on success (or probe-then-commit when it does not fit); n > 256 always probes, then commits.
+//
+// l:    count × (n × n) lower factors. Only the lower triangle is read and written; the strict
+//       upper triangle is never referenced. The diagonal is read as its real part (a factor's
+//       diagonal is real and positive) and written real.
+// v:    count × (n × k), read only: V is preserved. k = 0 is a no-op (info 0).
+// info: count entries, one per matrix:
+//         0                          success, L overwritten with L̃;
+//         j > 0 (1-based, LAPACK's)  column j failed: a downdate that would leave A − V·Vᴴ not
+//                                    positive definite at its j-th leading minor, or a diagonal
+//                                    L(j, j) that is not positive (L is then not a Cholesky factor);
+//         status::non_finite_input   a NaN or an Inf in L's lower triangle or in V.
+//       Whenever info ≠ 0 that matrix's L is left exactly as it was (bit for bit), and the other
+//       matrices are unaffected.
+// On the CUDA backend info is written on the device, stream-ordered, without a host sync. All of
+// l, v and info must live where the Exec runs. On CUDA k is limited to kCudaMaxRank (split a
+// larger V into several calls).
+template <class T>
+void cholupdate(Exec& exec, Batch<T> l, Batch<const T> v, Sign sign, std::span<int> info);
+
+inline constexpr std::int64_t kCudaMaxRank = 64;
+
+// Bytes of scratch cholupdate takes from exec.workspace() for this shape: O(n·k) per matrix in
+// flight (CPU: a copy of V per worker; CUDA: the rotation parameters of every column for n > 256,
+// nothing for n ≤ 256), never a copy of L. Reserve them once at start-up and cholupdate never
+// allocates.
+template <class T>
+std::size_t cholupdate_workspace(const Exec& exec, std::int64_t n, std::int64_t k, std::int64_t count);
+
+}  // namespace covflow::linalg

@@ -1,0 +1,267 @@
+// cholupdate on the CUDA backend: the checks of the CPU suite (cholupdate_test.cpp) on both of
+// the GPU's organisations — one block per matrix (n ≤ 256, with and without the shared-memory copy
+// of the triangle) and the row-block pipeline (n > 256) — with every output poisoned first and the
+// strict upper triangle of every input NaN (it must never be read, and must come back bit for bit).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cholupdate_cases.hpp"
+#include "covflow/linalg/cholupdate.hpp"
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#include "covflow/linalg/error.hpp"
+#include "test_support.hpp"
+
+namespace covflow::linalg {
+namespace {
+
+using test::CholCase;
+using test::FactorKind;
+
+template <class T>
+struct GpuRun {
+  std::vector<T> l;
+  std::vector<int> info;
+};
+
+// cholupdate on the device on copies of the case's L and V; info poisoned with a value it never
+// takes. Also checks that V came back unchanged (cholupdate preserves it).
+template <class T>
+GpuRun<T> run_gpu(Exec& exec, const CholCase<T>& c, Sign sign) {
+  cudaStream_t stream = exec.cuda_context().stream();
+  cuda::DeviceBuffer<T> dl(c.l.size()), dv(std::max<std::size_t>(c.v.size(), 1));
+  cuda::DeviceBuffer<int> dinfo(static_cast<std::size_t>(c.count));
+  dl.upload(c.l, stream);
+  if (!c.v.empty()) dv.upload(c.v, stream);
+  dinfo.fill_bytes(0x7F, stream);
+  cholupdate<T>(exec, Batch<T>::packed(dl.data(), c.n, c.n, c.count),
+                Batch<const T>::packed(dv.data(), c.n, c.k, c.count), sign, {dinfo.data(), dinfo.size()});
+  GpuRun<T> out{std::vector<T>(c.l.size()), std::vector<int>(static_cast<std::size_t>(c.count))};
+  std::vector<T> v_after(c.v.size());
+  dl.download(out.l, stream);
+  dinfo.download(out.info, stream);
+  if (!c.v.empty()) dv.download(v_after, stream);
+  exec.synchronize();
+  EXPECT_TRUE(std::memcmp(v_after.data(), c.v.data(), sizeof(T) * c.v.size()) == 0) << "V was modified";
+  return out;
+}
+
+std::string where(const std::string& what, int n, int k, int b, std::uint64_t seed) {
+  return what + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " matrix " + std::to_string(b) +
+         " (case seed " + std::to_string(seed) + ")";
+}
+
+template <class T>
+bool factor_unchanged(const std::vector<T>& input, const std::vector<T>& output, int n, int b) {
+  return std::memcmp(input.data() + std::size_t(b) * n * n, output.data() + std::size_t(b) * n * n,
+                     sizeof(T) * std::size_t(n) * n) == 0;
+}
+
+// Reconstruction errors of the matrices `which`, measured in parallel on the host (O(n³) each
+// for n ≤ 256, probed above).
+template <class T>
+std::vector<double> errors_of(const CholCase<T>& c, const std::vector<T>& result, const std::vector<int>& which) {
+  std::vector<double> errors(which.size());
+  std::vector<std::thread> threads;
+  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t < workers; ++t)
+    threads.emplace_back([&, t] {
+      for (std::size_t e = t; e < which.size(); e += workers)
+        errors[e] = test::reconstruction_error(c, which[e], result.data() + std::size_t(which[e]) * c.n * c.n);
+    });
+  for (auto& th : threads) th.join();
+  return errors;
+}
+
+int batch_for(int n) { return n <= 64 ? 7 : n <= 256 ? 3 : n <= 1000 ? 2 : 1; }
+
+template <class T>
+class CholupdateGpu : public test::GpuTest {};
+using Types = ::testing::Types<cf64, f64, cf32, f32>;
+TYPED_TEST_SUITE(CholupdateGpu, Types);
+
+TYPED_TEST(CholupdateGpu, UpdateAndDowndateReconstructOnTheIssueGrid) {
+  using T = TypeParam;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu grid"));
+  for (int n : {1, 2, 17, 64, 200, 256, 257, 1000, 5000})
+    for (int k : {1, 2, 16, 64})
+      for (Sign sign : {Sign::update, Sign::downdate})
+        for (FactorKind kind : {FactorKind::random, FactorKind::graded}) {
+          if (sign == Sign::downdate && kind == FactorKind::graded) continue;  // downdates: well-conditioned results
+          std::vector<T> base;
+          const CholCase<T> c = sign == Sign::update ? test::make_update_case<T>(kind, n, k, batch_for(n), rng)
+                                                     : test::make_downdate_case<T>(n, k, batch_for(n), rng, &base);
+          const GpuRun<T> out = run_gpu(exec, c, sign);
+          std::vector<int> all(c.count);
+          for (int b = 0; b < c.count; ++b) all[b] = b;
+          const std::vector<double> errors = errors_of(c, out.l, all);
+          double worst = 0;
+          const std::string what = std::string(sign == Sign::update ? "update " : "downdate ") + test::name(kind);
+          for (int b = 0; b < c.count; ++b) {
+            ASSERT_EQ(out.info[b], 0) << where(what, n, k, b, c.seed);
+            EXPECT_LE(errors[b], test::chol_tolerance) << where(what, n, k, b, c.seed);
+            EXPECT_TRUE(test::upper_untouched(c.factor(b), out.l.data() + std::size_t(b) * n * n, n))
+                << where(what + " upper triangle", n, k, b, c.seed);
+            worst = std::max(worst, errors[b]);
+          }
+          if (sign == Sign::downdate) {
+            // Update (reference, double) then downdate returns B = L_B·L_Bᴴ: 2·10·n·ε.
+            CholCase<T> original = c;
+            original.l = base;
+            original.k = 0;
+            original.v.clear();
+            const std::vector<double> roundtrip = errors_of(original, out.l, all);
+            for (int b = 0; b < c.count; ++b)
+              EXPECT_LE(roundtrip[b], 2 * test::chol_tolerance) << where("update+downdate vs B", n, k, b, c.seed);
+          }
+          std::printf("[ errors   ] %-15s n=%-4d k=%-2d reconstruction %.3f n·ε%s\n", what.c_str(), n, k, worst,
+                      n > test::kExactLimit ? " (probed)" : "");
+        }
+}
+
+TYPED_TEST(CholupdateGpu, MatchesLapackPotrfAndTheCpuPath) {
+  using T = TypeParam;
+  Exec& exec = test::GpuTest::gpu();
+  Exec cpu = Exec::cpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu potrf"));
+  for (int n : {5, 64, 160, 256})
+    for (int k : {1, 4, 16, 64})
+      for (Sign sign : {Sign::update, Sign::downdate}) {
+        const CholCase<T> c = sign == Sign::update ? test::make_update_case<T>(FactorKind::random, n, k, 2, rng)
+                                                   : test::make_downdate_case<T>(n, k, 2, rng);
+        const GpuRun<T> out = run_gpu(exec, c, sign);
+        std::vector<T> host = c.l;
+        std::vector<int> host_info(c.count, -1);
+        cholupdate<T>(cpu, Batch<T>::packed(host.data(), n, n, c.count), Batch<const T>::packed(c.v.data(), n, k, c.count),
+                      sign, host_info);
+        for (int b = 0; b < c.count; ++b) {
+          const auto reference = test::potrf_reference(c, b);
+          ASSERT_EQ(reference.info, 0);
+          ASSERT_EQ(out.info[b], 0) << where("gpu", n, k, b, c.seed);
+          const T* gpu = out.l.data() + std::size_t(b) * n * n;
+          EXPECT_LE(test::factor_difference(gpu, reference.factor.data(), n), 2 * test::chol_tolerance * reference.condition)
+              << where("gpu vs potrf", n, k, b, c.seed) << " κ₂ = " << reference.condition;
+          // Same algorithm, same order: the backends differ only by fused multiply-adds.
+          EXPECT_LE(test::factor_difference(gpu, host.data() + std::size_t(b) * n * n, n),
+                    2 * test::chol_tolerance * reference.condition)
+              << where("gpu vs cpu", n, k, b, c.seed);
+        }
+      }
+}
+
+// The failing downdate of the CPU suite, on both organisations (n ≤ 256 staged and two-pass,
+// n > 256 pipeline): info names the column, that factor is bit for bit unchanged, the others are
+// downdated.
+TYPED_TEST(CholupdateGpu, FailingDowndateNamesTheColumnAndLeavesTheFactor) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu failing downdate"));
+  for (int n : {1, 40, 200, 256, 600, 2000}) {
+    for (int k : {1, 3, 16}) {
+      CholCase<T> c = test::make_downdate_case<T>(n, k, 4, rng);
+      const int fail_column = n == 1 ? 0 : std::uniform_int_distribution<int>(0, n - 1)(rng);
+      for (int bad : {1, 3}) {
+        T* v = c.v.data() + std::size_t(bad) * n * k;
+        const T* l = c.factor(bad);
+        const int f = bad == 1 ? fail_column : n - 1;
+        for (int p = 0; p < k; ++p)
+          for (int i = 0; i < f; ++i) v[i + std::size_t(p) * n] = T(0);
+        double norm2 = 0;
+        for (int p = 0; p < k; ++p) norm2 += std::norm(std::complex<double>(v[f + std::size_t(p) * n]));
+        const double diagonal = std::real(l[f + std::size_t(f) * n]);
+        const R scale = R(std::sqrt(1.5 * diagonal * diagonal / norm2));
+        for (int p = 0; p < k; ++p) v[f + std::size_t(p) * n] *= scale;
+      }
+      const GpuRun<T> out = run_gpu(exec, c, Sign::downdate);
+      EXPECT_EQ(out.info[1], fail_column + 1) << where("failing downdate", n, k, 1, c.seed);
+      EXPECT_EQ(out.info[3], n) << where("failing downdate (last column)", n, k, 3, c.seed);
+      for (int b : {1, 3}) EXPECT_TRUE(factor_unchanged(c.l, out.l, n, b)) << where("failed factor modified", n, k, b, c.seed);
+      const std::vector<double> errors = errors_of(c, out.l, {0, 2});
+      for (int e = 0; e < 2; ++e) {
+        ASSERT_EQ(out.info[2 * e], 0) << where("neighbour of a failure", n, k, 2 * e, c.seed);
+        EXPECT_LE(errors[e], test::chol_tolerance) << where("neighbour of a failure", n, k, 2 * e, c.seed);
+      }
+    }
+  }
+}
+
+TYPED_TEST(CholupdateGpu, NonFiniteInputIsReportedAndIsolated) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu non-finite"));
+  const R nan = std::numeric_limits<R>::quiet_NaN(), inf = std::numeric_limits<R>::infinity();
+  for (int n : {1, 8, 200, 700}) {
+    for (Sign sign : {Sign::update, Sign::downdate}) {
+      CholCase<T> c = sign == Sign::update ? test::make_update_case<T>(FactorKind::random, n, 4, 6, rng)
+                                           : test::make_downdate_case<T>(n, 4, 6, rng);
+      auto at = [&](int b, int i, int j) -> T& { return c.l[std::size_t(b) * n * n + i + std::size_t(j) * n]; };
+      at(1, n - 1, 0) = T(nan);
+      c.v[std::size_t(2) * n * 4 + (n - 1) + std::size_t(3) * n] = T(inf);
+      at(3, n / 2, n / 2) = T(inf);
+      at(4, 0, 0) = T(0);
+      const GpuRun<T> out = run_gpu(exec, c, sign);
+      const std::string s = sign == Sign::update ? "update" : "downdate";
+      EXPECT_EQ(out.info[1], status::non_finite_input) << where(s + " NaN in L", n, 4, 1, c.seed);
+      EXPECT_EQ(out.info[2], status::non_finite_input) << where(s + " Inf in V", n, 4, 2, c.seed);
+      EXPECT_EQ(out.info[3], status::non_finite_input) << where(s + " Inf on the diagonal", n, 4, 3, c.seed);
+      EXPECT_EQ(out.info[4], 1) << where(s + " zero diagonal", n, 4, 4, c.seed);
+      for (int b : {1, 2, 3, 4}) EXPECT_TRUE(factor_unchanged(c.l, out.l, n, b)) << where(s + " bad factor modified", n, 4, b, c.seed);
+      const std::vector<double> errors = errors_of(c, out.l, {0, 5});
+      for (int e = 0; e < 2; ++e) {
+        const int b = e == 0 ? 0 : 5;
+        ASSERT_EQ(out.info[b], 0) << where(s + " neighbour of bad input", n, 4, b, c.seed);
+        EXPECT_LE(errors[e], test::chol_tolerance) << where(s + " neighbour of bad input", n, 4, b, c.seed);
+      }
+    }
+  }
+}
+
+// The adaptive-filter shape of the benchmark: 4096 cells of 64×64 complex double, k = 4; a sample
+// of cells checked.
+TEST(CholupdateGpuBatch, FourThousandCellsUpdateThenDowndate) {
+  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu 4096 cells"));
+  const CholCase<cf64> c = test::make_downdate_case<cf64>(64, 4, 4096, rng);
+  const GpuRun<cf64> out = run_gpu(exec, c, Sign::downdate);
+  std::vector<int> sample = {0, 4095};
+  for (int s = 0; s < 30; ++s) sample.push_back(std::uniform_int_distribution<int>(1, 4094)(rng));
+  const std::vector<double> errors = errors_of(c, out.l, sample);
+  for (std::size_t e = 0; e < sample.size(); ++e) {
+    ASSERT_EQ(out.info[sample[e]], 0) << "cell " << sample[e];
+    EXPECT_LE(errors[e], test::chol_tolerance) << "cell " << sample[e] << " (case seed " << c.seed << ")";
+  }
+  EXPECT_TRUE(std::all_of(out.info.begin(), out.info.end(), [](int i) { return i == 0; }));
+}
+
+TEST(CholupdateGpuWorkspace, ReservedOnceNeverGrowsAndIsLinearInN) {
+  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  Exec exec = Exec::cuda();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu workspace"));
+  for (int n : {64, 300, 2000}) {
+    const std::size_t bytes = cholupdate_workspace<cf64>(exec, n, 16, 2);
+    // O(n·k) per matrix: never a copy of the factor.
+    EXPECT_LE(bytes, 2 * (sizeof(cf64) * 3 * std::size_t(n) * 16 + 4096)) << "n=" << n;
+    exec.workspace().reserve(bytes);
+    const std::size_t growth = exec.workspace().growth_count();
+    const CholCase<cf64> c = test::make_update_case<cf64>(FactorKind::random, n, 16, 2, rng);
+    run_gpu(exec, c, Sign::update);
+    run_gpu(exec, c, Sign::downdate);
+    EXPECT_EQ(exec.workspace().growth_count(), growth) << "n=" << n;
+  }
+}
+
+}  // namespace
+}  // namespace covflow::linalg
