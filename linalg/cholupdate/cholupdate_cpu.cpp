@@ -164,8 +164,10 @@ int sweep(ThreadPool* rows_in_parallel, const Slot<T>& s, T* l, std::int64_t ldl
 
 template <class T>
 std::size_t cholupdate_cpu_workspace(unsigned workers, std::int64_t n, std::int64_t k, std::int64_t count) {
-  const auto slots = static_cast<std::size_t>(std::min<std::int64_t>(count, workers));
-  return Slot<T>::bytes(n, k) * slots;
+  // One slot per worker: parallel_for names the worker that runs a matrix, any of [0, workers),
+  // whatever the count (a slot per matrix would be overrun by worker indices ≥ count).
+  (void)count;
+  return Slot<T>::bytes(n, k) * std::size_t(workers);
 }
 
 template <class T>
@@ -182,7 +184,9 @@ void cholupdate_cpu(ThreadPool& pool, Workspace& workspace, Batch<T> l, Batch<co
   const std::size_t slot_bytes = Slot<T>::bytes(n, k);
   // Fewer matrices than workers: one matrix at a time, its rows split across the pool.
   const bool one_at_a_time = l.count < static_cast<std::int64_t>(pool.size()) && n >= 4096;
-  const unsigned slots = one_at_a_time ? 1u : static_cast<unsigned>(std::min<std::int64_t>(l.count, pool.size()));
+  // Scratch is indexed by the worker that runs a matrix, which may be any of the pool's workers
+  // even when there are fewer matrices than workers.
+  const unsigned slots = one_at_a_time ? 1u : pool.size();
   auto* scratch = static_cast<std::byte*>(workspace.acquire(slot_bytes * slots));
 
   auto run = [&](std::int64_t b, unsigned worker, ThreadPool* rows) {

@@ -291,3 +291,29 @@ TEST(CholupdateCpuWorkspace, ReservedOnceNeverGrows) {
 
 }  // namespace
 }  // namespace covflow::linalg
+
+namespace covflow::linalg {
+namespace {
+
+// Fewer matrices than workers: parallel_for may hand a matrix to any worker, and each worker's
+// scratch must exist (the H100 host's 16-thread pool overran a scratch sized by the matrix count;
+// the debug preset's AddressSanitizer turns such an overrun into a failure here).
+TEST(CholupdateCpuWorkspace, MoreWorkersThanMatricesStayInTheirScratch) {
+  Exec exec = Exec::cpu(8);
+  std::mt19937_64 rng(test::fresh_seed("cholupdate cpu workers"));
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    const CholCase<cf64> c = test::make_update_case<cf64>(FactorKind::random, 64, 16, 2, rng);
+    exec.workspace().reserve(cholupdate_workspace<cf64>(exec, 64, 16, 2));
+    const std::size_t growth = exec.workspace().growth_count();
+    const auto out = run(exec, c, Sign::update);
+    EXPECT_EQ(exec.workspace().growth_count(), growth);
+    for (int b = 0; b < c.count; ++b) {
+      ASSERT_EQ(out.info[b], 0);
+      EXPECT_LE(test::reconstruction_error(c, b, out.l.data() + std::size_t(b) * 64 * 64), test::chol_tolerance)
+          << where("update, 8 workers", 64, 16, b, c.seed);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace covflow::linalg

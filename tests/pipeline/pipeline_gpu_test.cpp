@@ -59,13 +59,18 @@ TEST_F(PipelineGpu, CudaSlotsArePinnedOnTheHostAndAllocatedOnTheDevice) {
 class EchoStage final : public Stage {
  public:
   std::string_view name() const override { return "echo"; }
-  SlotNeeds slot_needs(const FrameShape& shape) const override { return {.host_scratch_bytes = shape.max_payload_bytes()}; }
+  // The payload (snapshots) is larger than the covariance array: the echo goes through device scratch.
+  SlotNeeds slot_needs(const FrameShape& shape) const override {
+    return {.host_scratch_bytes = shape.max_payload_bytes(), .device_scratch_bytes = shape.max_payload_bytes()};
+  }
   void run(FrameSlot& f, linalg::Exec& exec) override {
     const auto stream = exec.cuda_context().stream();
     const auto bytes = std::size_t(f.header.payload_bytes());
-    COVFLOW_CUDA_TRY(cudaMemsetAsync(f.device.covariance, 0xFF, bytes, stream));  // poison first
-    COVFLOW_CUDA_TRY(cudaMemcpyAsync(f.device.covariance, f.device.payload, bytes, cudaMemcpyDeviceToDevice, stream));
-    COVFLOW_CUDA_TRY(cudaMemcpyAsync(f.host.scratch.data(), f.device.covariance, bytes, cudaMemcpyDeviceToHost, stream));
+    if (f.device.scratch_bytes < bytes || f.host.scratch.size() < bytes)
+      throw std::logic_error("echo: the slot's scratch is smaller than the payload");
+    COVFLOW_CUDA_TRY(cudaMemsetAsync(f.device.scratch, 0xFF, bytes, stream));  // poison first
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(f.device.scratch, f.device.payload, bytes, cudaMemcpyDeviceToDevice, stream));
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(f.host.scratch.data(), f.device.scratch, bytes, cudaMemcpyDeviceToHost, stream));
   }
 };
 
