@@ -250,7 +250,8 @@ void check_weights_match_fresh_factorization(linalg::Exec& exec) {
 }
 
 // Nulls of at least 30 dB toward the default scenario's jammer (48°, 30 dB) with the look at 5°
-// (the default 16-element array and emitters), and an SINR that never exceeds the optimum
+// (the default 16-element array and emitters; W = 256 snapshots, frames of 64, 8 cells), on every
+// cell of every frame once the window is full, and an SINR that never exceeds the optimum
 // p·a_lookᴴ·R_i+n⁻¹·a_look against the model — and equals the direct evaluation of
 // p·|wᴴa|²/(wᴴR_i+n·w) with the model covariance.
 template <class T>
@@ -293,7 +294,10 @@ void check_nulls_toward_the_jammer(linalg::Exec& exec) {
     const auto& r = h.slot->slot.results;
     ASSERT_EQ(r.cells, h.shape.cells);
     for (std::size_t cell = 0; cell < h.shape.cells; ++cell) {
-      EXPECT_GE(r.null_depth_db[cell], 30.0) << "frame " << f << " cell " << cell;
+      // Once the window is full (W/K = 4 frames): while it fills, R rests on as few as 64
+      // snapshots for 16 elements and the null is that estimate's, not the stage's.
+      if (f >= 3) EXPECT_GE(r.null_depth_db[cell], 30.0) << "frame " << f << " cell " << cell;
+      EXPECT_GT(r.null_depth_db[cell], 20.0) << "frame " << f << " cell " << cell;
       EXPECT_LE(r.sinr_db[cell], optimum_db + 1e-3) << "frame " << f << " cell " << cell;
       // Training data that hold the look's own signal cost SINR (SMI with the signal present);
       // a beam still far above 0 dB shows the jammer and the other sources are suppressed.
