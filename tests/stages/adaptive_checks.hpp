@@ -296,7 +296,9 @@ void check_nulls_toward_the_jammer(linalg::Exec& exec) {
     for (std::size_t cell = 0; cell < h.shape.cells; ++cell) {
       // Once the window is full (W/K = 4 frames): while it fills, R rests on as few as 64
       // snapshots for 16 elements and the null is that estimate's, not the stage's.
-      if (f >= 3) EXPECT_GE(r.null_depth_db[cell], 30.0) << "frame " << f << " cell " << cell;
+      if (f >= 3) {
+        EXPECT_GE(r.null_depth_db[cell], 30.0) << "frame " << f << " cell " << cell;
+      }
       EXPECT_GT(r.null_depth_db[cell], 20.0) << "frame " << f << " cell " << cell;
       EXPECT_LE(r.sinr_db[cell], optimum_db + 1e-3) << "frame " << f << " cell " << cell;
       // Training data that hold the look's own signal cost SINR (SMI with the signal present);
