@@ -355,6 +355,22 @@ class Loader {
         }
         field(self.config) = std::move(values);
       }
+      void operator()(std::vector<double>& (*field)(Config&)) const {
+        const std::string expected = fmt::format("a list of {} to {} numbers in {}, such as [5, -10]", key.ints.min,
+                                                 key.ints.max, key.reals.text());
+        if (!node.IsSequence() || std::int64_t(node.size()) < key.ints.min || std::int64_t(node.size()) > key.ints.max)
+          bad(expected);
+        std::vector<double> values;
+        for (std::size_t i = 0; i < node.size(); ++i) {
+          const YAML::Node item = node[i];
+          const auto value = as_real(item);
+          if (!value || !key.reals.contains(*value))
+            fail(origin.where(mark_of(item, node.Mark())), fmt::format("{}[{}]", path, i),
+                 fmt::format("expected a number in {} (got {})", key.reals.text(), got(item)));
+          values.push_back(*value);
+        }
+        field(self.config) = std::move(values);
+      }
       void operator()(std::vector<Emitter>& (*field)(Config&)) const {
         if (!node.IsSequence()) bad("a list of {angle_deg, power_db} mappings, such as [{angle_deg: 10, power_db: 20}]");
         std::vector<Emitter> emitters;

@@ -152,14 +152,18 @@ std::vector<Key> make_keys() {
        .description = "Skip (and count) the stage when the remaining budget is below its predicted cost"},
       {.path = "pipeline.stages.adaptive.budget_ms", .access = COVFLOW_REF(pipeline.stages.adaptive.budget_ms),
        .description = "The stage's own budget (0: none beyond the frame's)", .reals = stage_ms},
-      {.path = "pipeline.stages.adaptive.look_deg", .access = COVFLOW_REF(pipeline.stages.adaptive.look_deg),
-       .description = "Look direction of the MVDR beamformer", .reals = {-90, 90}},
+      {.path = "pipeline.stages.adaptive.looks_deg", .access = COVFLOW_REF(pipeline.stages.adaptive.looks_deg),
+       .description = "Look directions: one MVDR beamformer (weights, SINR, null depth) per cell and look",
+       .ints = {1, 64}, .reals = {-90, 90}},
       {.path = "pipeline.stages.adaptive.window_snapshots", .access = COVFLOW_REF(pipeline.stages.adaptive.window_snapshots),
        .description = "Snapshots the factor covers; older ones are downdated out", .ints = {1, 1'000'000}},
       {.path = "pipeline.stages.adaptive.update_rank", .access = COVFLOW_REF(pipeline.stages.adaptive.update_rank),
        .description = "Snapshots folded into the factor per rank-k update or downdate", .ints = {1, 1024}},
       {.path = "pipeline.stages.adaptive.diagonal_loading", .access = COVFLOW_REF(pipeline.stages.adaptive.diagonal_loading),
        .description = "Loading added before factoring (units of noise power)", .reals = {0, 1e9}},
+      {.path = "pipeline.stages.adaptive.refactor_every", .access = COVFLOW_REF(pipeline.stages.adaptive.refactor_every),
+       .description = "Frames between refactorizations of the factors from the window, bounding drift (0: never)",
+       .ints = {0, 1'000'000}},
       {.path = "pipeline.stages.compress.enabled", .access = COVFLOW_REF(pipeline.stages.compress.enabled),
        .description = "Compress large covariance matrices to low-rank form and report ranks, memory and error"},
       {.path = "pipeline.stages.compress.degradable", .access = COVFLOW_REF(pipeline.stages.compress.degradable),
@@ -266,6 +270,7 @@ std::string value_text(const Key& key, const Config& config) {
     std::string operator()(std::string& (*f)(Config&)) const { return quote(f(c)); }
     std::string operator()(ChoiceRef f) const { return std::string(key.choices.at(std::size_t(f.get(c)))); }
     std::string operator()(std::vector<std::int64_t>& (*f)(Config&)) const { return fmt::format("[{}]", fmt::join(f(c), ", ")); }
+    std::string operator()(std::vector<double>& (*f)(Config&)) const { return fmt::format("[{}]", fmt::join(f(c), ", ")); }
     std::string operator()(std::vector<Emitter>& (*f)(Config&)) const {
       std::vector<std::string> items;
       for (const Emitter& e : f(c)) items.push_back(fmt::format("{{angle_deg: {}, power_db: {}}}", e.angle_deg, e.power_db));
@@ -290,6 +295,7 @@ std::string type_of(const Key& key) {
     case 4: return "string";
     case 5: return "string";
     case 6: return "list of integers";
+    case 8: return "list of numbers";
     default: return "list of emitters";
   }
 }
@@ -303,6 +309,7 @@ std::string allowed_of(const Key& key) {
     case 4: return std::string(key.expected);
     case 5: return fmt::format("{}", fmt::join(key.choices, ", "));
     case 6: return "each in " + key.ints.text() + ", no repeats";
+    case 8: return fmt::format("{} to {} items, each in {}", key.ints.min, key.ints.max, key.reals.text());
     default: return "see below";
   }
 }

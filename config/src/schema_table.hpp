@@ -43,7 +43,8 @@ ChoiceRef choice(Access) {
 
 using Accessor = std::variant<bool& (*)(Config&), std::int64_t& (*)(Config&), std::optional<std::int64_t>& (*)(Config&),
                               double& (*)(Config&), std::string& (*)(Config&), ChoiceRef,
-                              std::vector<std::int64_t>& (*)(Config&), std::vector<Emitter>& (*)(Config&)>;
+                              std::vector<std::int64_t>& (*)(Config&), std::vector<Emitter>& (*)(Config&),
+                              std::vector<double>& (*)(Config&)>;
 
 // A string's own check: the problem, or "" when the value is fine.
 using StringCheck = std::string (*)(const std::string&);
@@ -52,8 +53,8 @@ struct Key {
   std::string_view path;
   Accessor access;
   std::string_view description;
-  IntRange ints{0, 0};              // integers, optional integers, integer list items
-  RealRange reals{0, 0};            // numbers
+  IntRange ints{0, 0};              // integers, optional integers, integer list items; number lists: their length
+  RealRange reals{0, 0};            // numbers, number list items
   std::vector<std::string_view> choices{};
   StringCheck check = nullptr;      // strings
   std::string_view expected{};      // strings: what is expected, in words

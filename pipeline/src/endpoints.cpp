@@ -108,11 +108,27 @@ nlohmann::json result_json(const FrameSlot& f, std::span<const std::string> stag
       {"cell_status", std::vector<std::int32_t>(r.cell_status.begin(), r.cell_status.begin() + std::ptrdiff_t(std::min(cells, r.cell_status.size())))},
       {"stages", stages},
   };
-  nlohmann::json sinr = nlohmann::json::array(), null_depth = nlohmann::json::array();
-  for (std::size_t c = 0; c < cells && c < r.sinr_db.size(); ++c) sinr.push_back(number_or_null(r.sinr_db[c]));
-  for (std::size_t c = 0; c < cells && c < r.null_depth_db.size(); ++c) null_depth.push_back(number_or_null(r.null_depth_db[c]));
-  out["sinr_db"] = std::move(sinr);
-  out["null_depth_db"] = std::move(null_depth);
+  // Adaptive results: [cells][looks] (an empty row per cell when no look is configured).
+  out["sinr_db"] = rows(r.sinr_db, capacity_cells, cells, false);
+  out["null_depth_db"] = rows(r.null_depth_db, capacity_cells, cells, false);
+  if (options.weights) {
+    const std::size_t looks = capacity_cells == 0 ? 0 : r.sinr_db.size() / capacity_cells;
+    const std::size_t channels = capacity_cells * looks == 0 ? 0 : r.weights.size() / (capacity_cells * looks);
+    nlohmann::json weights = nlohmann::json::array();
+    for (std::size_t c = 0; c < cells; ++c) {
+      nlohmann::json per_look = nlohmann::json::array();
+      for (std::size_t l = 0; l < looks; ++l) {
+        nlohmann::json w = nlohmann::json::array();
+        for (std::size_t m = 0; m < channels; ++m) {
+          const auto v = r.weights[(c * looks + l) * channels + m];
+          w.push_back(nlohmann::json::array({number_or_null(v.real()), number_or_null(v.imag())}));
+        }
+        per_look.push_back(std::move(w));
+      }
+      weights.push_back(std::move(per_look));
+    }
+    out["weights"] = std::move(weights);
+  }
   if (options.spectrum) out["spectrum_db"] = rows(r.spectrum_db, capacity_cells, cells, false);
   if (options.eigenvalues) out["eigenvalues"] = rows(r.eigenvalues, capacity_cells, cells, false);
   return out;

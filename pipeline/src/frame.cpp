@@ -17,9 +17,10 @@ void FrameResults::reserve(const FrameShape& shape) {
   spectrum_db.assign(std::size_t(shape.cells) * shape.spectrum_points, std::numeric_limits<float>::quiet_NaN());
   eigenvalues.assign(std::size_t(shape.cells) * shape.channels, std::numeric_limits<float>::quiet_NaN());
   cell_status.assign(shape.cells, 0);
-  weights.assign(std::size_t(shape.cells) * shape.channels, {});
-  sinr_db.assign(shape.cells, std::numeric_limits<float>::quiet_NaN());
-  null_depth_db.assign(shape.cells, std::numeric_limits<float>::quiet_NaN());
+  const std::size_t beams = std::size_t(shape.cells) * shape.looks;
+  weights.assign(beams * shape.channels, std::complex<float>(std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()));
+  sinr_db.assign(beams, std::numeric_limits<float>::quiet_NaN());
+  null_depth_db.assign(beams, std::numeric_limits<float>::quiet_NaN());
   cells = 0;
 }
 
@@ -30,6 +31,8 @@ void FrameResults::clear() {
   std::fill(spectrum_db.begin(), spectrum_db.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(eigenvalues.begin(), eigenvalues.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(cell_status.begin(), cell_status.end(), 0);
+  std::fill(weights.begin(), weights.end(),
+            std::complex<float>(std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()));
   std::fill(sinr_db.begin(), sinr_db.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(null_depth_db.begin(), null_depth_db.end(), std::numeric_limits<float>::quiet_NaN());
 }

@@ -1,6 +1,7 @@
 // The processing stages from the configuration, and the pool shape it implies.
 #include "covflow/stages/processing.hpp"
 
+#include "covflow/stages/adaptive_stage.hpp"
 #include "covflow/stages/covariance_stage.hpp"
 #include "covflow/stages/subspace_stage.hpp"
 
@@ -17,6 +18,8 @@ pipeline::FrameShape frame_shape(const config::Config& config) {
   shape.cells = static_cast<std::uint32_t>(scenario.cells);
   const auto& subspace = config.pipeline.stages.subspace;
   shape.spectrum_points = subspace.enabled ? angle_grid_points(subspace.angle_grid).points : 0;
+  const auto& adaptive = config.pipeline.stages.adaptive;
+  shape.looks = adaptive.enabled ? static_cast<std::uint32_t>(adaptive.looks_deg.size()) : 0;
   return shape;
 }
 
@@ -38,6 +41,14 @@ std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const confi
     settings.snapshot_counts = covariance;
     settings.covariance_from_payload = covariance == nullptr;
     chain.push_back(std::make_unique<SubspaceStage>(settings));
+  }
+  if (stages.adaptive.enabled) {
+    AdaptiveSettings settings;
+    settings.config = stages.adaptive;
+    settings.spacing_wavelengths = config.scenario.spacing_wavelengths;
+    // The frames follow the scenario's model only when the daemon draws them from it.
+    if (config.ingest.source == config::IngestSource::synth) settings.model = config.scenario;
+    chain.push_back(std::make_unique<AdaptiveStage>(settings));
   }
   return chain;
 }

@@ -63,6 +63,7 @@ pipeline:
   overflow: block
   stages:
     subspace: {source_count: aic, angle_grid: {min_deg: -60, max_deg: 60, step_deg: 0.25}}
+    adaptive: {looks_deg: [-12.5, 0, 30], refactor_every: 0}
     publish:
       record_path: out.cvf
 )",
@@ -86,9 +87,12 @@ pipeline:
   EXPECT_EQ(c.pipeline.stages.subspace.source_count, SourceCountRule::aic);
   EXPECT_EQ(c.pipeline.stages.subspace.angle_grid, (AngleGrid{-60, 60, 0.25}));
   EXPECT_EQ(c.pipeline.stages.publish.record_path, "out.cvf");
+  EXPECT_EQ(c.pipeline.stages.adaptive.looks_deg, (std::vector<double>{-12.5, 0, 30}));
+  EXPECT_EQ(c.pipeline.stages.adaptive.refactor_every, 0);
   // Keys the file does not mention keep their defaults.
   EXPECT_EQ(c.scenario.elements, Config{}.scenario.elements);
-  EXPECT_EQ(c.pipeline.stages.adaptive, Config{}.pipeline.stages.adaptive);
+  EXPECT_EQ(c.pipeline.stages.adaptive.window_snapshots, Config{}.pipeline.stages.adaptive.window_snapshots);
+  EXPECT_EQ(c.pipeline.stages.covariance, Config{}.pipeline.stages.covariance);
 }
 
 TEST(ConfigLoad, OverridesApplyAfterTheFileInOrder) {
@@ -131,6 +135,7 @@ TEST(ConfigLoad, EveryKeyOverridesAndRoundTripsThroughToYaml) {
         fmt::format("device.gpus=[{}, {}]", rng() % 32, 32 + rng() % 32),
         fmt::format("pipeline.stages.compress.tolerance={}", std::uniform_real_distribution<double>(1e-12, 0.5)(rng)),
         fmt::format("pipeline.overflow={}", rng() % 2 ? "block" : "reject_newest"),
+        fmt::format("pipeline.stages.adaptive.looks_deg=[{}, {}]", angle(rng), angle(rng)),
     };
     const Config changed = load_defaults(overrides);
     EXPECT_NE(changed, Config{});

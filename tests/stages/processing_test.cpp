@@ -34,6 +34,7 @@ TYPED_TEST(ProcessingCpu, WrongShapesAreFrameErrors) { check_wrong_shapes<TypePa
 
 TEST(ProcessingFactory, BuildsTheEnabledStagesInChainOrder) {
   config::Config c;
+  c.pipeline.stages.adaptive.enabled = false;  // tests/stages/adaptive_test.cpp covers it
   auto chain = stages::make_processing_stages(c);
   ASSERT_EQ(chain.size(), 2u);
   EXPECT_EQ(chain[0]->name(), "covariance");

@@ -125,10 +125,11 @@ struct AdaptiveStageConfig {
   bool enabled = true;
   bool degradable = true;
   double budget_ms = 0.0;
-  double look_deg = 5.0;
-  std::int64_t window_snapshots = 200;
+  std::vector<double> looks_deg{5.0};  // steering directions of the MVDR beamformers
+  std::int64_t window_snapshots = 800;
   std::int64_t update_rank = 8;
   double diagonal_loading = 0.01;
+  std::int64_t refactor_every = 50;  // frames between refactorizations from the window (0: never)
   bool operator==(const AdaptiveStageConfig&) const = default;
 };
 

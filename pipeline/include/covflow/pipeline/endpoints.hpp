@@ -43,6 +43,7 @@ class EndpointError : public std::runtime_error {
 struct ResultJsonOptions {
   bool spectrum = false;     // include the MUSIC pseudo-spectrum (cells × spectrum_points floats)
   bool eigenvalues = false;  // include the eigenvalues (cells × channels floats)
+  bool weights = false;      // include the adaptive weights (cells × looks × channels [re, im] pairs)
 };
 
 // The "result" message body of one frame (docs/zmq.md). `stage_names` label the frame's stage

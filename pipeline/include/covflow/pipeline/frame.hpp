@@ -7,7 +7,8 @@
 //   covariance  payload → covariance (snapshot frames; a covariance frame's payload is used as is)
 //   subspace    covariance → eigenvalues, eigenvectors → results.source_count, results.doa_deg,
 //               results.spectrum_db
-//   adaptive    (issue 6) covariance factors → results.weights, results.sinr_db
+//   adaptive    snapshots (payload) → per-cell Cholesky factors kept across frames (stage state) →
+//               results.weights, results.sinr_db, results.null_depth_db, results.cell_status
 //   publish     results → ZeroMQ (and optionally a frame file)
 // On a CUDA lane the working arrays live on the device (`device.*`) and only results come back to
 // the host; on a CPU lane the host arrays are used. A stage reads and writes only the fields it
@@ -33,6 +34,7 @@ struct FrameShape {
   std::uint32_t cells = 0;            // range/Doppler cells per frame
   std::uint32_t max_sources = 8;      // DOA estimates kept per cell
   std::uint32_t spectrum_points = 0;  // points of the MUSIC angle grid (0: no spectrum kept)
+  std::uint32_t looks = 0;            // look directions of the adaptive stage (0: no beamformer results kept)
 
   std::size_t element_bytes() const { return replay::size_of(element_type); }
   // Bytes of the largest payload: snapshots (N·K·cells) or covariance (N·N·cells), whichever is larger.
@@ -62,14 +64,16 @@ struct FrameResults {
   std::vector<float> doa_deg;              // [cells × max_sources]: DOA estimates, NaN-padded
   std::vector<float> spectrum_db;          // [cells × spectrum_points]: MUSIC pseudo-spectrum (dB)
   std::vector<float> eigenvalues;          // [cells × channels]: ascending (kept when the subspace stage ran)
-  std::vector<std::int32_t> cell_status;   // [cells]: 0 ok; linalg status codes otherwise
-  // issue 6 (adaptive): weights, SINR, null depth
-  std::vector<std::complex<float>> weights;  // [cells × channels]
-  std::vector<float> sinr_db;                // [cells]
-  std::vector<float> null_depth_db;          // [cells]
+  std::vector<std::int32_t> cell_status;   // [cells]: 0 ok; linalg status codes otherwise (first stage to fail wins)
+  // The adaptive stage's MVDR beamformers, one per cell and look direction (FrameShape::looks),
+  // cell-major: element [c × looks + l] (weights: [(c × looks + l) × channels + m]). NaN where
+  // not computed.
+  std::vector<std::complex<float>> weights;  // [cells × looks × channels]: w = R⁻¹a / (aᴴR⁻¹a)
+  std::vector<float> sinr_db;                // [cells × looks]: output SINR against the scenario's model
+  std::vector<float> null_depth_db;          // [cells × looks]: shallowest null toward the model's jammers
 
   void reserve(const FrameShape& shape);
-  void clear();  // sizes to "nothing computed" (source_count −1, NaN DOAs); no deallocation
+  void clear();  // sizes to "nothing computed" (source_count −1, NaN DOAs, NaN weights); no deallocation
 };
 
 // A device array owned by a slot (CUDA lanes); null on CPU lanes.

@@ -1,0 +1,95 @@
+// Internal: the scalar mathematics of the adaptive stage, shared by its CPU path and its CUDA
+// kernels (host and device code alike, in double precision whatever the frames' type):
+// MVDR weights from a lower Cholesky factor by two triangular solves, and the beam's SINR and
+// null depth against the scenario's model. docs/stages.md, "adaptive", derives each formula.
+#pragma once
+
+#include <cmath>
+
+#include "covflow/stages/music_math.hpp"  // COVFLOW_HD, music::is_finite
+
+namespace covflow::stages::adaptive {
+
+struct Cplx {
+  double re, im;
+};
+COVFLOW_HD inline Cplx operator+(Cplx a, Cplx b) { return {a.re + b.re, a.im + b.im}; }
+COVFLOW_HD inline Cplx operator-(Cplx a, Cplx b) { return {a.re - b.re, a.im - b.im}; }
+COVFLOW_HD inline Cplx operator*(Cplx a, Cplx b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
+COVFLOW_HD inline Cplx scaled(Cplx a, double s) { return {a.re * s, a.im * s}; }
+COVFLOW_HD inline Cplx conj(Cplx a) { return {a.re, -a.im}; }
+COVFLOW_HD inline double norm2(Cplx a) { return a.re * a.re + a.im * a.im; }
+
+// w = R⁻¹a / (aᴴR⁻¹a) with R = L·Lᴴ, L lower triangular with a real positive diagonal:
+//   forward   L·y = a          y_i = (a_i − Σ_{j<i} L_ij·y_j) / L_ii
+//   backward  Lᴴ·z = y         z_i = (y_i − Σ_{j>i} conj(L_ji)·z_j) / L_ii
+// so z = R⁻¹a and aᴴR⁻¹a = aᴴ·L⁻ᴴL⁻¹·a = ‖y‖² (real and positive, no rounding into an imaginary
+// part). `factor(i, j)` returns L_ij for i ≥ j; `y` is scratch of n. False (w untouched beyond
+// what was written) when the result is not finite — a factor that is not one.
+template <class Factor>
+COVFLOW_HD bool mvdr_weights(const Factor& factor, int n, const Cplx* a, Cplx* y, Cplx* w) {
+  double gain = 0.0;
+  for (int i = 0; i < n; ++i) {
+    Cplx sum = a[i];
+    for (int j = 0; j < i; ++j) sum = sum - factor(i, j) * y[j];
+    const double diagonal = factor(i, i).re;
+    y[i] = scaled(sum, 1.0 / diagonal);
+    gain += norm2(y[i]);
+  }
+  for (int i = n - 1; i >= 0; --i) {
+    Cplx sum = y[i];
+    for (int j = i + 1; j < n; ++j) sum = sum - conj(factor(j, i)) * w[j];
+    w[i] = scaled(sum, 1.0 / factor(i, i).re);
+  }
+  if (!(gain > 0.0) || !music::is_finite(gain)) return false;
+  const double inverse = 1.0 / gain;
+  bool finite = true;
+  for (int i = 0; i < n; ++i) {
+    w[i] = scaled(w[i], inverse);
+    finite = finite && music::is_finite(w[i].re) && music::is_finite(w[i].im);
+  }
+  return finite;
+}
+
+// wᴴb = Σ conj(w_m)·b_m.
+COVFLOW_HD inline Cplx inner(const Cplx* w, const Cplx* b, int n) {
+  Cplx sum{0.0, 0.0};
+  for (int m = 0; m < n; ++m) sum = sum + conj(w[m]) * b[m];
+  return sum;
+}
+
+// The scenario's model for one look, as the metrics need it: every emitter's steering vector
+// (emitters × n, emitter-major) and power, which of them are jammers, which emitter (if any) sits
+// at the look direction, and the power assumed for the look's signal.
+struct BeamModelView {
+  const Cplx* steering = nullptr;  // [emitters × n]
+  const double* power = nullptr;   // [emitters], linear (noise power per element = 1)
+  const int* jammer = nullptr;     // [emitters], 1 for a jammer
+  int emitters = 0;
+  int look_emitter = -1;           // emitter at the look direction, excluded from R_i+n; −1: none
+  double look_power = 1.0;         // its power; 1 (0 dB) when there is none
+};
+
+// Against the model R_i+n = Σ_{k ≠ look} p_k·a_k·a_kᴴ + I:
+//   SINR  = p_look·|wᴴa_look|² / (wᴴR_i+n·w) = p_look·|wᴴa_look|² / (‖w‖² + Σ_{k≠look} p_k·|wᴴa_k|²)
+//   null  = min over jammers j of −10·log10(|wᴴa_j|² / |wᴴa_look|²)   (NaN: no jammers)
+// both in dB.
+COVFLOW_HD inline void beam_metrics(const Cplx* w, const Cplx* look, int n, const BeamModelView& model, double* sinr_db,
+                                    double* null_depth_db) {
+  const double look_gain = norm2(inner(w, look, n));
+  double interference = 0.0;
+  for (int m = 0; m < n; ++m) interference += norm2(w[m]);
+  double shallowest = NAN;
+  for (int k = 0; k < model.emitters; ++k) {
+    const double gain = norm2(inner(w, model.steering + static_cast<long long>(k) * n, n));
+    if (k != model.look_emitter) interference += model.power[k] * gain;
+    if (model.jammer[k] != 0) {
+      const double depth = -10.0 * log10(gain / look_gain);
+      shallowest = music::is_finite(shallowest) ? fmin(shallowest, depth) : depth;
+    }
+  }
+  *sinr_db = 10.0 * log10(model.look_power * look_gain / interference);
+  *null_depth_db = shallowest;
+}
+
+}  // namespace covflow::stages::adaptive

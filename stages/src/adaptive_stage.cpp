@@ -1,0 +1,583 @@
+// The adaptive stage (docs/stages.md, "adaptive"): sliding-window Cholesky factors kept current by
+// linalg::cholupdate (shared/papers/rank-k-cholesky-update-gpu.txt, Algorithm 1 and §2's
+// downdate), MVDR weights by two triangular solves, SINR and null depth against the scenario's
+// model. This file holds the window bookkeeping (the same on both paths: it depends only on the
+// frames' dimensions, so the host never waits for the device to know what to do) and the CPU
+// path; adaptive_cuda.cu holds the device kernels, which follow the same formulas
+// (adaptive_math.hpp).
+//
+// Per frame of K snapshots, with the window holding `filled` of at most W:
+//   - a fresh window (first frame, a change of the cell count) or K ≥ W: the newest min(K, W)
+//     snapshots replace the window and every factor is computed from it;
+//   - otherwise the K new snapshots enter as rank-k updates with V = X/√W, in chunks of
+//     update_rank columns, then the max(0, filled + K − W) oldest leave as downdates. Updating
+//     first keeps every intermediate matrix at least as well conditioned as the final one, which
+//     is what the hyperbolic rotations of a downdate need; the ring has room for W + K columns
+//     so the leaving snapshots are still there when they are downdated;
+//   - every refactor_every frames the factors are recomputed from the window (bounding the drift
+//     that O(n·ε) per rotation accumulates over a daemon's lifetime), and a cell whose update or
+//     downdate failed (cholupdate info ≠ 0; its factor is then left as it was) is recomputed
+//     from the window in the same frame and counted. A cell whose window cannot be factored
+//     (a NaN snapshot, or δ = 0 with fewer snapshots than elements) gets a cell_status and is
+//     retried every frame until it can.
+#include "covflow/stages/adaptive_stage.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
+
+#include "adaptive_device.hpp"
+#include "adaptive_math.hpp"
+#include "covflow/linalg/cholupdate.hpp"
+#include "covflow/pipeline/logging.hpp"
+#include "covflow/stages/scenario.hpp"
+#include "frame_checks.hpp"
+
+#if COVFLOW_HAS_CUDA
+#include <cuda_runtime.h>
+
+#include "covflow/linalg/cuda/check.hpp"
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#endif
+
+namespace covflow::stages {
+
+using adaptive::Cplx;
+using linalg::cf32;
+using linalg::cf64;
+
+namespace {
+
+constexpr std::size_t kDescriptorBytes = 256;
+
+// Splits ring columns position … position+count−1 (mod columns) into pieces of at most `rank`
+// columns that do not wrap, and calls f(first_column, width) for each.
+template <class F>
+void for_each_chunk(std::int64_t position, std::int64_t count, std::int64_t columns, std::int64_t rank, F&& f) {
+  while (count > 0) {
+    const std::int64_t width = std::min({count, rank, columns - position});
+    f(position, width);
+    position = (position + width) % columns;
+    count -= width;
+  }
+}
+
+// Lower Cholesky factor of the Hermitian n×n matrix in `a` (column-major; lower triangle read),
+// in place, left-looking, in double: 0, or the 1-based column whose pivot is not positive.
+int cholesky_lower(Cplx* a, int n) {
+  for (int j = 0; j < n; ++j) {
+    double d = a[j + j * n].re;
+    for (int k = 0; k < j; ++k) d -= adaptive::norm2(a[j + k * n]);
+    if (!(d > 0.0) || !std::isfinite(d)) return j + 1;
+    const double ljj = std::sqrt(d);
+    a[j + j * n] = {ljj, 0.0};
+    for (int i = j + 1; i < n; ++i) {
+      Cplx s = a[i + j * n];
+      for (int k = 0; k < j; ++k) s = s - a[i + k * n] * adaptive::conj(a[j + k * n]);
+      a[i + j * n] = adaptive::scaled(s, 1.0 / ljj);
+    }
+  }
+  return 0;
+}
+
+template <class T>
+struct HostFactor {
+  const T* l;
+  int n;
+  Cplx operator()(int i, int j) const {
+    const T v = l[i + std::int64_t(j) * n];
+    return {static_cast<double>(v.real()), static_cast<double>(v.imag())};
+  }
+};
+
+// Steering vectors of the looks and the model's emitters, which emitter sits at each look.
+detail::BeamSetup beam_setup(const AdaptiveSettings& settings, int n) {
+  detail::BeamSetup setup;
+  const auto& looks = settings.config.looks_deg;
+  setup.looks = static_cast<int>(looks.size());
+  for (double look : looks)
+    for (const auto& v : steering_vector(n, settings.spacing_wavelengths, look)) setup.look_steering.push_back(v);
+  if (!settings.model) return setup;
+  const config::ScenarioConfig& scenario = *settings.model;
+  if (scenario.elements != n)
+    throw std::invalid_argument("adaptive stage: the model's array has " + std::to_string(scenario.elements) +
+                                " elements, the frames " + std::to_string(n));
+  setup.has_model = true;
+  auto add = [&](const config::Emitter& e, int jammer) {
+    for (const auto& v : steering_vector(n, settings.spacing_wavelengths, e.angle_deg)) setup.emitter_steering.push_back(v);
+    setup.emitter_power.push_back(std::pow(10.0, e.power_db / 10.0));
+    setup.emitter_jammer.push_back(jammer);
+  };
+  std::vector<double> angles;
+  for (const auto& e : scenario.sources) add(e, 0), angles.push_back(e.angle_deg);
+  for (const auto& e : scenario.jammers) add(e, 1), angles.push_back(e.angle_deg);
+  for (double look : looks) {
+    int at = -1;
+    for (std::size_t k = 0; k < angles.size() && at < 0; ++k)
+      if (std::abs(angles[k] - look) <= 1e-9) at = static_cast<int>(k);
+    setup.look_emitter.push_back(at);
+    setup.look_power.push_back(at >= 0 ? setup.emitter_power[std::size_t(at)] : 1.0);
+  }
+  return setup;
+}
+
+std::vector<Cplx> to_cplx(const std::vector<std::complex<double>>& v) {
+  std::vector<Cplx> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = {v[i].real(), v[i].imag()};
+  return out;
+}
+
+}  // namespace
+
+struct AdaptiveStage::Lane {
+  pipeline::FrameShape shape;
+  bool cuda = false;
+  int n = 0;
+  std::int64_t columns = 0;  // ring columns per cell
+  std::int64_t rank = 1;     // columns per cholupdate call
+  int max_chunks = 1;
+
+  // The window, the same for every cell (they advance together).
+  std::uint32_t cells = 0;
+  std::int64_t start = 0;   // ring column of the oldest snapshot
+  std::int64_t filled = 0;  // snapshots in the window (0: fresh)
+  std::int64_t frames_since_refactor = 0;
+
+  detail::BeamSetup beams;
+  std::atomic<bool> told_covariance{false};
+
+  // CPU lane.
+  std::vector<std::byte> ring, factors;
+  std::vector<int> info;      // [max_chunks × cells]
+  std::vector<int> flagged;   // [cells]: an update/downdate failed this frame
+  std::vector<int> pending;   // [cells]: the factor is not valid (refactor next frame)
+  std::vector<int> status;    // [cells]: 0, or why the factor could not be formed
+  std::vector<int> outcome;   // [cells]: this frame: 0 untouched/ok, 1 recovered, 2 unrecoverable
+  std::vector<Cplx> work;     // per worker: N² (refactor) or 2N (beams)
+  std::vector<Cplx> look_steering, emitter_steering;
+
+#if COVFLOW_HAS_CUDA
+  std::unique_ptr<detail::AdaptiveDeviceLane> device;
+  linalg::cuda::PinnedBuffer<std::byte> staging[2];
+  int parity = 0;
+#endif
+};
+
+namespace {
+
+// Descriptor at the start of a staging buffer, read by the host function.
+struct ResultCopy {
+  AdaptiveStage* stage;
+  AdaptiveStage::Lane* lane;
+  pipeline::FrameSlot* frame;
+  std::uint64_t sequence;
+  std::uint32_t cells, looks, channels;
+  detail::AdaptiveLayout layout;
+};
+static_assert(sizeof(ResultCopy) <= kDescriptorBytes);
+
+}  // namespace
+
+AdaptiveStage::AdaptiveStage(const AdaptiveSettings& settings) : settings_(settings) {
+  const auto& c = settings_.config;
+  if (c.looks_deg.empty()) throw std::invalid_argument("adaptive stage: at least one look direction is needed");
+  for (double look : c.looks_deg)
+    if (!(look >= -90.0 && look <= 90.0)) throw std::invalid_argument("adaptive stage: look directions lie in [-90, 90] degrees");
+  if (c.window_snapshots < 1) throw std::invalid_argument("adaptive stage: window_snapshots must be at least 1");
+  if (c.update_rank < 1) throw std::invalid_argument("adaptive stage: update_rank must be at least 1");
+  if (c.refactor_every < 0) throw std::invalid_argument("adaptive stage: refactor_every must be 0 (never) or positive");
+  if (!(c.diagonal_loading >= 0.0) || !std::isfinite(c.diagonal_loading))
+    throw std::invalid_argument("adaptive stage: diagonal loading must be finite and non-negative");
+  if (!(settings_.spacing_wavelengths > 0.0) || !std::isfinite(settings_.spacing_wavelengths))
+    throw std::invalid_argument("adaptive stage: the element spacing must be positive");
+}
+
+AdaptiveStage::~AdaptiveStage() = default;
+
+AdaptiveStage::Lane& AdaptiveStage::lane(const linalg::Exec& exec) const {
+  std::lock_guard lock(lanes_mutex_);
+  for (const auto& [owner, state] : lanes_)
+    if (owner == &exec) return *state;
+  throw std::logic_error("adaptive stage: run() on a lane that was not prepared");
+}
+
+std::int64_t AdaptiveStage::ring_columns(const pipeline::FrameShape& shape) const {
+  const std::int64_t w = settings_.config.window_snapshots;
+  return w + std::min<std::int64_t>(shape.snapshots, w - 1);
+}
+
+AdaptiveCounters AdaptiveStage::counters() const {
+  return {frames_.load(), covariance_frames_.load(), periodic_refactors_.load(), recovered_cells_.load(),
+          unrecoverable_cells_.load()};
+}
+
+void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) {
+  if (shape.element_type != replay::ElementType::cf32 && shape.element_type != replay::ElementType::cf64)
+    throw std::invalid_argument("adaptive stage: frames must hold cf32 or cf64 samples");
+  if (shape.channels < 1) throw std::invalid_argument("adaptive stage: the array needs at least one element");
+  if (shape.looks != settings_.config.looks_deg.size())
+    throw std::invalid_argument("adaptive stage: the frame shape keeps " + std::to_string(shape.looks) +
+                                " looks but the stage has " + std::to_string(settings_.config.looks_deg.size()));
+  auto state = std::make_unique<Lane>();
+  state->shape = shape;
+  state->cuda = exec.is_cuda();
+  state->n = static_cast<int>(shape.channels);
+  state->columns = ring_columns(shape);
+  state->rank = settings_.config.update_rank;
+  if (state->cuda) state->rank = std::min(state->rank, linalg::kCudaMaxRank);
+  const std::int64_t k_max = std::min<std::int64_t>(shape.snapshots, settings_.config.window_snapshots - 1);
+  state->max_chunks = static_cast<int>(std::max<std::int64_t>(1, 2 * ((k_max + state->rank - 1) / state->rank + 1)));
+  state->beams = beam_setup(settings_, state->n);
+
+  const std::size_t n = shape.channels, cells = shape.cells, e = shape.element_bytes();
+  const std::size_t ring_bytes = cells * std::size_t(state->columns) * n * e;
+  const std::size_t factor_bytes = cells * n * n * e;
+  const bool single = shape.element_type == replay::ElementType::cf32;
+  exec.workspace().reserve(single ? linalg::cholupdate_workspace<cf32>(exec, state->n, state->rank, cells)
+                                  : linalg::cholupdate_workspace<cf64>(exec, state->n, state->rank, cells));
+  if (state->cuda) {
+#if COVFLOW_HAS_CUDA
+    detail::AdaptiveDeviceParams params;
+    params.type = shape.element_type;
+    params.channels = state->n;
+    params.max_cells = static_cast<int>(cells);
+    params.ring_columns = static_cast<int>(state->columns);
+    params.max_chunks = state->max_chunks;
+    params.loading = settings_.config.diagonal_loading;
+    params.beams = state->beams;
+    state->device = detail::make_adaptive_device_lane(exec.cuda_context(), params);
+    const std::size_t staging = kDescriptorBytes + detail::AdaptiveLayout::of(cells, shape.looks, n).bytes;
+    for (auto& buffer : state->staging) buffer = linalg::cuda::PinnedBuffer<std::byte>(staging);
+#endif
+  } else {
+    state->ring.assign(ring_bytes, std::byte{0});
+    state->factors.assign(factor_bytes, std::byte{0});
+    state->info.assign(std::size_t(state->max_chunks) * cells, 0);
+    state->flagged.assign(cells, 0);
+    state->pending.assign(cells, 1);
+    state->status.assign(cells, 0);
+    state->outcome.assign(cells, 0);
+    state->work.assign(std::size_t(exec.pool().size()) * std::max(n * n, 2 * n), Cplx{0.0, 0.0});
+    state->look_steering = to_cplx(state->beams.look_steering);
+    state->emitter_steering = to_cplx(state->beams.emitter_steering);
+  }
+  std::lock_guard lock(lanes_mutex_);
+  for (auto& [owner, existing] : lanes_)
+    if (owner == &exec) {
+      existing = std::move(state);
+      return;
+    }
+  lanes_.emplace_back(&exec, std::move(state));
+}
+
+void AdaptiveStage::count_failures(Lane& state, std::uint64_t sequence, std::uint32_t recovered,
+                                   std::uint32_t unrecoverable) {
+  (void)state;
+  if (recovered == 0 && unrecoverable == 0) return;
+  const std::uint64_t before = recovered_cells_.fetch_add(recovered) + unrecoverable_cells_.fetch_add(unrecoverable);
+  const std::uint64_t after = before + recovered + unrecoverable;
+  // The first ones, then one line each time the total passes a power of two.
+  if (before < 16 || std::bit_width(before) != std::bit_width(after))
+    pipeline::logger("stages")->warn(
+        "adaptive: frame {}: {} cells refactored after a failed update/downdate, {} cells without a factor "
+        "(totals {} and {})",
+        sequence, recovered, unrecoverable, recovered_cells_.load(), unrecoverable_cells_.load());
+}
+
+namespace {
+
+// The CPU lane's refactorization and beams of one frame (adaptive_math.hpp's formulas).
+template <class T>
+void refactor_cpu(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells, bool all, double loading) {
+  const int n = s.n;
+  const T* ring = reinterpret_cast<const T*>(s.ring.data());
+  T* factors = reinterpret_cast<T*>(s.factors.data());
+  const std::size_t per_worker = s.work.size() / pool.size();
+  pool.parallel_for(cells, [&](std::size_t cell, unsigned worker) {
+    s.outcome[cell] = 0;
+    if (!all && s.flagged[cell] == 0 && s.pending[cell] == 0) return;
+    Cplx* r = s.work.data() + worker * per_worker;
+    std::fill(r, r + std::size_t(n) * n, Cplx{0.0, 0.0});
+    const T* base = ring + cell * std::size_t(s.columns) * n;
+    bool finite = true;
+    for (std::int64_t t = 0; t < s.filled; ++t) {
+      const T* v = base + ((s.start + t) % s.columns) * n;
+      for (int j = 0; j < n; ++j) {
+        const Cplx vj_conj{static_cast<double>(v[j].real()), -static_cast<double>(v[j].imag())};
+        for (int i = j; i < n; ++i) {
+          const Cplx vi{static_cast<double>(v[i].real()), static_cast<double>(v[i].imag())};
+          r[i + j * n] = r[i + j * n] + vi * vj_conj;
+        }
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      r[j + j * n].re += loading;
+      r[j + j * n].im = 0.0;
+      for (int i = j; i < n; ++i) finite = finite && std::isfinite(r[i + j * n].re) && std::isfinite(r[i + j * n].im);
+    }
+    const int info = finite ? cholesky_lower(r, n) : linalg::status::non_finite_input;
+    if (info == 0) {
+      T* l = factors + cell * std::size_t(n) * n;
+      using R = linalg::real_t<T>;
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i)
+          l[i + j * n] = i >= j ? T(static_cast<R>(r[i + j * n].re), static_cast<R>(r[i + j * n].im)) : T(0);
+    }
+    s.outcome[cell] = info != 0 ? 2 : (s.flagged[cell] != 0 ? 1 : 0);
+    s.status[cell] = info;
+    s.pending[cell] = info != 0 ? 1 : 0;
+  });
+}
+
+template <class T>
+void beams_cpu(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells, pipeline::FrameResults& results) {
+  const int n = s.n;
+  const std::size_t looks = s.beams.looks;
+  const T* factors = reinterpret_cast<const T*>(s.factors.data());
+  const std::size_t per_worker = s.work.size() / pool.size();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  pool.parallel_for(cells, [&](std::size_t cell, unsigned worker) {
+    Cplx* y = s.work.data() + worker * per_worker;
+    Cplx* w = y + n;
+    const HostFactor<T> factor{factors + cell * std::size_t(n) * n, n};
+    for (std::size_t look = 0; look < looks; ++look) {
+      const std::size_t beam = cell * looks + look;
+      std::complex<float>* out = results.weights.data() + beam * n;
+      results.sinr_db[beam] = nan;
+      results.null_depth_db[beam] = nan;
+      const Cplx* a = s.look_steering.data() + look * n;
+      if (s.status[cell] != 0 || !adaptive::mvdr_weights(factor, n, a, y, w)) {
+        std::fill(out, out + n, std::complex<float>(nan, nan));
+        continue;
+      }
+      for (int m = 0; m < n; ++m) out[m] = {static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
+      if (!s.beams.has_model) continue;
+      const adaptive::BeamModelView model{s.emitter_steering.data(), s.beams.emitter_power.data(),
+                                          s.beams.emitter_jammer.data(), static_cast<int>(s.beams.emitter_power.size()),
+                                          s.beams.look_emitter[look], s.beams.look_power[look]};
+      double sinr = 0.0, null_depth = 0.0;
+      adaptive::beam_metrics(w, a, n, model, &sinr, &null_depth);
+      results.sinr_db[beam] = static_cast<float>(sinr);
+      results.null_depth_db[beam] = static_cast<float>(null_depth);
+    }
+    if (s.status[cell] != 0 && results.cell_status[cell] == 0) results.cell_status[cell] = s.status[cell];
+  });
+}
+
+}  // namespace
+
+void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
+  constexpr std::string_view stage = "adaptive";
+  Lane& state = lane(exec);
+  const pipeline::FrameShape& shape = state.shape;
+  detail::require_fits(stage, frame, shape);
+  const auto& h = frame.header;
+  if (h.kind == replay::PayloadKind::covariance) {
+    ++covariance_frames_;
+    if (!state.told_covariance.exchange(true))
+      pipeline::logger("stages")->info(
+          "adaptive: covariance frames carry no snapshots to update the factors with; the stage leaves them "
+          "without beamformer results (first: frame {})",
+          frame.sequence);
+    return;
+  }
+  const std::int64_t k = h.cols;
+  const std::uint32_t cells = h.count;
+  if (k > std::int64_t(shape.snapshots))
+    throw detail::shape_error(stage, frame, "more snapshots than the " + std::to_string(shape.snapshots) +
+                                                " the pipeline is prepared for");
+  const std::size_t looks = state.beams.looks;
+  auto& results = frame.results;
+  if (results.weights.size() < std::size_t(cells) * looks * state.n || results.sinr_db.size() < cells * looks ||
+      results.null_depth_db.size() < cells * looks || results.cell_status.size() < cells)
+    throw std::logic_error("adaptive stage: the slot's results are not reserved for the frame shape");
+  const std::size_t element_bytes = shape.element_bytes();
+  const void* payload = nullptr;
+  if (state.cuda)
+    payload = detail::device_array<std::byte>(frame.device.payload, stage, "payload");
+  else
+    payload = detail::host_array<std::byte>(frame.host.payload, h.element_count() * element_bytes, stage, "payload");
+
+  // Everything below changes the lane's state: only a well-formed frame gets here.
+  ++frames_;
+  const std::int64_t window = settings_.config.window_snapshots;
+  const std::int64_t columns = state.columns;
+  const int n = state.n;
+  if (cells != state.cells) {  // another cell count: a new window
+    state.cells = cells;
+    state.filled = 0;
+    state.start = 0;
+#if COVFLOW_HAS_CUDA
+    if (state.cuda) state.device->reset();
+#endif
+    if (!state.cuda) std::fill(state.pending.begin(), state.pending.end(), 1);
+  }
+
+  const double scale = 1.0 / std::sqrt(double(window));
+  auto process = [&]<class T>(T*) {
+    using R = linalg::real_t<T>;
+    T* ring = nullptr;
+    T* factors = nullptr;
+#if COVFLOW_HAS_CUDA
+    if (state.cuda) {
+      ring = static_cast<T*>(state.device->ring());
+      factors = static_cast<T*>(state.device->factors());
+      state.device->begin_frame(static_cast<int>(cells));
+    }
+#endif
+    if (!state.cuda) {
+      ring = reinterpret_cast<T*>(state.ring.data());
+      factors = reinterpret_cast<T*>(state.factors.data());
+      std::fill(state.flagged.begin(), state.flagged.begin() + cells, 0);
+    }
+    const T* x = static_cast<const T*>(payload);
+    // Snapshots first … first+count−1 of every cell, scaled, into the ring from `position` on.
+    auto write = [&](std::int64_t first, std::int64_t count, std::int64_t position) {
+      if (state.cuda) {
+#if COVFLOW_HAS_CUDA
+        state.device->write_snapshots(payload, static_cast<int>(cells), static_cast<int>(k), static_cast<int>(first),
+                                      static_cast<int>(count), static_cast<int>(position), scale);
+#endif
+        return;
+      }
+      exec.pool().parallel_for(cells, [&](std::size_t cell, unsigned) {
+        for (std::int64_t t = 0; t < count; ++t) {
+          const T* from = x + (cell * std::size_t(k) + std::size_t(first + t)) * n;
+          T* to = ring + (cell * std::size_t(columns) + std::size_t((position + t) % columns)) * n;
+          for (int m = 0; m < n; ++m) to[m] = from[m] * static_cast<R>(scale);
+        }
+      });
+    };
+
+    bool all = false;
+    if (state.filled == 0 || k >= window) {
+      const std::int64_t take = std::min(k, window);
+      write(k - take, take, 0);
+      state.start = 0;
+      state.filled = take;
+      all = true;
+    } else {
+      write(0, k, (state.start + state.filled) % columns);
+      int chunk = 0;
+      const auto l = linalg::Batch<T>::packed(factors, n, n, cells);
+      auto apply = [&](std::int64_t position, std::int64_t width, linalg::Sign sign) {
+        const linalg::Batch<const T> v{ring + position * n, n, width, n, columns * n, cells};
+        int* info = nullptr;
+#if COVFLOW_HAS_CUDA
+        if (state.cuda) info = state.device->chunk_info(chunk);
+#endif
+        if (!state.cuda) info = state.info.data() + std::size_t(chunk) * cells;
+        linalg::cholupdate<T>(exec, l, v, sign, std::span<int>(info, cells));
+        if (!state.cuda)
+          for (std::uint32_t c = 0; c < cells; ++c) state.flagged[c] |= info[c] != 0 ? 1 : 0;
+        ++chunk;
+      };
+      for_each_chunk((state.start + state.filled) % columns, k, columns, state.rank,
+                     [&](std::int64_t p, std::int64_t w) { apply(p, w, linalg::Sign::update); });
+      const std::int64_t leaving = std::max<std::int64_t>(0, state.filled + k - window);
+      for_each_chunk(state.start, leaving, columns, state.rank,
+                     [&](std::int64_t p, std::int64_t w) { apply(p, w, linalg::Sign::downdate); });
+      state.start = (state.start + leaving) % columns;
+      state.filled += k - leaving;
+#if COVFLOW_HAS_CUDA
+      if (state.cuda) state.device->collect_failures(chunk, static_cast<int>(cells));
+#endif
+      const std::int64_t every = settings_.config.refactor_every;
+      all = every > 0 && state.frames_since_refactor + 1 >= every;
+    }
+    state.frames_since_refactor = all ? 0 : state.frames_since_refactor + 1;
+    if (all) ++periodic_refactors_;
+
+    if (state.cuda) {
+#if COVFLOW_HAS_CUDA
+      state.device->refactor(static_cast<int>(cells), all, static_cast<int>(state.start), static_cast<int>(state.filled));
+#endif
+      return;
+    }
+    refactor_cpu<T>(exec.pool(), state, cells, all, settings_.config.diagonal_loading);
+    beams_cpu<T>(exec.pool(), state, cells, results);
+    results.cells = cells;
+    std::uint32_t recovered = 0, unrecoverable = 0;
+    for (std::uint32_t c = 0; c < cells; ++c) {
+      recovered += state.outcome[c] == 1 ? 1 : 0;
+      unrecoverable += state.outcome[c] == 2 ? 1 : 0;
+    }
+    count_failures(state, frame.sequence, recovered, unrecoverable);
+  };
+  if (h.element_type == replay::ElementType::cf32) process(static_cast<cf32*>(nullptr));
+  else process(static_cast<cf64*>(nullptr));
+  if (!state.cuda) return;
+
+#if COVFLOW_HAS_CUDA
+  const auto layout = detail::AdaptiveLayout::of(cells, looks, std::size_t(n));
+  std::byte* staging = state.staging[state.parity].data();
+  state.parity ^= 1;
+  auto* copy = new (staging) ResultCopy{this, &state, &frame, frame.sequence, cells, static_cast<std::uint32_t>(looks),
+                                        static_cast<std::uint32_t>(n), layout};
+  state.device->beamform(static_cast<int>(cells), layout, staging + kDescriptorBytes);
+  COVFLOW_CUDA_TRY(cudaLaunchHostFunc(exec.cuda_context().stream(), &AdaptiveStage::unpack_results, copy));
+#endif
+}
+
+void AdaptiveStage::unpack_results(void* descriptor) {
+  const auto* copy = static_cast<const ResultCopy*>(descriptor);
+  const std::byte* staging = static_cast<const std::byte*>(descriptor) + kDescriptorBytes;
+  pipeline::FrameResults& results = copy->frame->results;
+  const std::size_t cells = copy->cells, beams = cells * copy->looks;
+  std::memcpy(results.weights.data(), staging + copy->layout.weights, 8 * beams * copy->channels);
+  std::memcpy(results.sinr_db.data(), staging + copy->layout.sinr, 4 * beams);
+  std::memcpy(results.null_depth_db.data(), staging + copy->layout.null_depth, 4 * beams);
+  const auto* status = reinterpret_cast<const std::int32_t*>(staging + copy->layout.status);
+  for (std::size_t c = 0; c < cells; ++c)
+    if (status[c] != 0 && results.cell_status[c] == 0) results.cell_status[c] = status[c];
+  results.cells = copy->cells;
+  const auto* counts = reinterpret_cast<const std::int32_t*>(staging + copy->layout.counts);
+  copy->stage->count_failures(*copy->lane, copy->sequence, static_cast<std::uint32_t>(counts[0]),
+                              static_cast<std::uint32_t>(counts[1]));
+}
+
+std::vector<std::complex<double>> AdaptiveStage::factors(linalg::Exec& exec) const {
+  Lane& state = lane(exec);
+  const std::size_t n = state.n, count = std::size_t(state.cells) * n * n;
+  std::vector<std::complex<double>> out(count);
+  const bool single = state.shape.element_type == replay::ElementType::cf32;
+  std::vector<std::byte> bytes(count * state.shape.element_bytes());
+  if (state.cuda) {
+#if COVFLOW_HAS_CUDA
+    exec.synchronize();
+    COVFLOW_CUDA_TRY(cudaMemcpy(bytes.data(), state.device->factors(), bytes.size(), cudaMemcpyDeviceToHost));
+#endif
+  } else {
+    std::memcpy(bytes.data(), state.factors.data(), bytes.size());
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = single ? std::complex<double>(reinterpret_cast<const cf32*>(bytes.data())[i])
+                    : reinterpret_cast<const cf64*>(bytes.data())[i];
+  return out;
+}
+
+void AdaptiveStage::scale_window_for_testing(linalg::Exec& exec, std::uint32_t cell, double factor) {
+  Lane& state = lane(exec);
+  if (cell >= state.shape.cells) throw std::invalid_argument("adaptive stage: no such cell");
+  if (state.cuda) {
+#if COVFLOW_HAS_CUDA
+    state.device->scale_cell(static_cast<int>(cell), factor);
+#endif
+    return;
+  }
+  const std::size_t per_cell = std::size_t(state.columns) * state.n;
+  if (state.shape.element_type == replay::ElementType::cf32) {
+    auto* ring = reinterpret_cast<cf32*>(state.ring.data()) + cell * per_cell;
+    for (std::size_t i = 0; i < per_cell; ++i) ring[i] *= static_cast<float>(factor);
+  } else {
+    auto* ring = reinterpret_cast<cf64*>(state.ring.data()) + cell * per_cell;
+    for (std::size_t i = 0; i < per_cell; ++i) ring[i] *= factor;
+  }
+}
+
+}  // namespace covflow::stages
