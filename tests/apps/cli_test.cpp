@@ -188,10 +188,17 @@ TEST(Cli, CovflowdChecksPrintsAndRunsConfigurations) {
   const Outcome reference = run(dir, covflowd + " --print-config-reference");
   EXPECT_EQ(reference.out, config::reference_markdown());
 
-  const Outcome demo = run(dir, covflowd + " --frames 3 --device cpu --set scenario.cells=4 --set daemon.log_level=error");
+  // The daemon on the built-in scenario: 3 frames, then the final report on stdout. Its sockets go
+  // to this test's directory, so a daemon already running on the default ports does not matter.
+  const std::string ipc = " --set daemon.results_endpoint=ipc://" + (dir / "r").string() +
+                          " --set daemon.reports_endpoint=ipc://" + (dir / "p").string() +
+                          " --set daemon.control_endpoint=ipc://" + (dir / "c").string();
+  const Outcome demo = run(dir, covflowd + " --frames 3 --device cpu --set scenario.cells=4 --set daemon.log_level=error" + ipc);
   EXPECT_EQ(demo.code, 0) << demo.err;
-  EXPECT_NE(demo.out.find("frames in 3, done 3"), std::string::npos) << demo.out;
-  EXPECT_TRUE(demo.err.empty()) << "log_level error hides the stand-in's warning: " << demo.err;
+  EXPECT_NE(demo.out.find("covflowd final report"), std::string::npos) << demo.out;
+  EXPECT_NE(demo.out.find("frames: in 3  done 3  late "), std::string::npos) << demo.out;
+  EXPECT_NE(demo.out.find("dropped 0  in flight 0"), std::string::npos) << demo.out;
+  EXPECT_TRUE(demo.err.empty()) << "a clean run logs nothing at log_level error: " << demo.err;
   if (!linalg::probe_devices().available()) {
     const Outcome cuda = run(dir, covflowd + " --frames 1 --device cuda");
     EXPECT_EQ(cuda.code, 6) << cuda.err;
