@@ -51,6 +51,7 @@ class LimitedInput final : public pipeline::FrameInput {
   std::uint64_t rejected() const override { return source_.rejected() - rejected_before_; }
   std::string last_problem() const override { return source_.last_problem(); }
   std::string describe() const override { return source_.describe(); }
+  void recycle(replay::Frame&& frame) override { source_.recycle(std::move(frame)); }
   std::uint64_t taken() const { return taken_.load(); }
 
  private:

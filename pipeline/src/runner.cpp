@@ -146,6 +146,7 @@ void Runner::ingest_loop(FrameInput& input) {
       continue;
     }
     admit(*frame);
+    input.recycle(std::move(*frame));
   }
   queue_.close();
   thread_exited();

@@ -77,10 +77,25 @@ class ListInput final : public pipeline::FrameInput {
     return frames_.empty();
   }
   std::string describe() const override { return "test list"; }
+  // Frames handed back after their payload was copied into the pool, with their storage intact.
+  void recycle(replay::Frame&& frame) override {
+    std::lock_guard lock(mutex_);
+    ++recycled_;
+    if (frame.payload.capacity() > 0) ++recycled_with_storage_;
+  }
+  std::uint64_t recycled() const {
+    std::lock_guard lock(mutex_);
+    return recycled_;
+  }
+  std::uint64_t recycled_with_storage() const {
+    std::lock_guard lock(mutex_);
+    return recycled_with_storage_;
+  }
 
  private:
   mutable std::mutex mutex_;
   std::deque<replay::Frame> frames_;
+  std::uint64_t recycled_ = 0, recycled_with_storage_ = 0;
   std::chrono::microseconds gap_;
 };
 

@@ -82,6 +82,9 @@ TEST(Runner, EveryFrameIsDoneInOrderWithItsOwnPayload) {
   ASSERT_EQ(done.sequences.size(), 200u);
   for (std::uint64_t i = 0; i < 200; ++i) EXPECT_EQ(done.sequences[i], i);
   EXPECT_EQ(done.payload_mismatches, 0u);
+  // Every frame's storage went back to the input for reuse once copied into the pool.
+  EXPECT_EQ(input.recycled(), 200u);
+  EXPECT_EQ(input.recycled_with_storage(), 200u);
   EXPECT_EQ(chain.fakes[0]->runs(), 200u);
   EXPECT_EQ(s.stages.at(1).name, "b");
   EXPECT_EQ(s.stages.at(1).ran, 200u);
