@@ -35,8 +35,10 @@ enum class Sign : std::int8_t {
 // Failure safety: a matrix that fails is left bit for bit as it was. CPU: downdates run a probe
 // sweep that stores nothing, then the same sweep storing L̃ (updates, which cannot fail once the
 // input is checked, run once — the one exception: an update whose α² + Σ|v|² overflows to Inf
-// mid-sweep, inputs near √(max of T), reports that column after storing the columns before it). CUDA: n ≤ 256 works on a shared-memory copy of the triangle written
-// back on success (or probe-then-commit when it does not fit); n > 256 always probes, then commits.
+// mid-sweep, inputs near √(max of T), reports that column after storing the columns before it).
+// CUDA, n ≤ 256: updates likewise (input checked, then one sweep in place, same exception);
+// downdates work on a shared-memory copy of the triangle written back on success (or
+// probe-then-commit when it does not fit). CUDA, n > 256: always probes, then commits.
 //
 // l:    count × (n × n) lower factors. Only the lower triangle is read and written; the strict
 //       upper triangle is never referenced. The diagonal is read as its real part (a factor's
