@@ -199,12 +199,7 @@ AdaptiveStage::AdaptiveStage(const AdaptiveSettings& settings) : settings_(setti
 
 AdaptiveStage::~AdaptiveStage() = default;
 
-AdaptiveStage::Lane& AdaptiveStage::lane(const linalg::Exec& exec) const {
-  std::lock_guard lock(lanes_mutex_);
-  for (const auto& [owner, state] : lanes_)
-    if (owner == &exec) return *state;
-  throw std::logic_error("adaptive stage: run() on a lane that was not prepared");
-}
+AdaptiveStage::Lane& AdaptiveStage::lane(const linalg::Exec& exec) const { return lanes_.get(exec, "adaptive stage"); }
 
 std::int64_t AdaptiveStage::ring_columns(const pipeline::FrameShape& shape) const {
   const std::int64_t w = settings_.config.window_snapshots;
@@ -266,13 +261,7 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     state->look_steering = to_cplx(state->beams.look_steering);
     state->emitter_steering = to_cplx(state->beams.emitter_steering);
   }
-  std::lock_guard lock(lanes_mutex_);
-  for (auto& [owner, existing] : lanes_)
-    if (owner == &exec) {
-      existing = std::move(state);
-      return;
-    }
-  lanes_.emplace_back(&exec, std::move(state));
+  lanes_.set(exec, std::move(state));
 }
 
 void AdaptiveStage::count_failures(Lane& state, std::uint64_t sequence, std::uint32_t recovered,

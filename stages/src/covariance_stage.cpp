@@ -67,12 +67,7 @@ CovarianceStage::CovarianceStage(const config::CovarianceStageConfig& config, do
 
 CovarianceStage::~CovarianceStage() = default;
 
-CovarianceStage::Lane& CovarianceStage::lane(const linalg::Exec& exec) const {
-  std::lock_guard lock(lanes_mutex_);
-  for (const auto& [owner, state] : lanes_)
-    if (owner == &exec) return *state;
-  throw std::logic_error("covariance stage: run() on a lane that was not prepared");
-}
+CovarianceStage::Lane& CovarianceStage::lane(const linalg::Exec& exec) const { return lanes_.get(exec, "covariance stage"); }
 
 void CovarianceStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) {
   if (shape.element_type != replay::ElementType::cf32 && shape.element_type != replay::ElementType::cf64)
@@ -93,13 +88,7 @@ void CovarianceStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& e
     }
   }
   state->weights.assign(std::size_t(config_.window), 0.0);
-  std::lock_guard lock(lanes_mutex_);
-  for (auto& [owner, existing] : lanes_)
-    if (owner == &exec) {
-      existing = std::move(state);
-      return;
-    }
-  lanes_.emplace_back(&exec, std::move(state));
+  lanes_.set(exec, std::move(state));
 }
 
 double CovarianceStage::effective_snapshots(const linalg::Exec& exec, std::uint64_t sequence) const {

@@ -262,12 +262,7 @@ SubspaceStage::SubspaceStage(const SubspaceSettings& settings)
 
 SubspaceStage::~SubspaceStage() = default;
 
-SubspaceStage::Lane& SubspaceStage::lane(const linalg::Exec& exec) const {
-  std::lock_guard lock(lanes_mutex_);
-  for (const auto& [owner, state] : lanes_)
-    if (owner == &exec) return *state;
-  throw std::logic_error("subspace stage: run() on a lane that was not prepared");
-}
+SubspaceStage::Lane& SubspaceStage::lane(const linalg::Exec& exec) const { return lanes_.get(exec, "subspace stage"); }
 
 pipeline::SlotNeeds SubspaceStage::slot_needs(const pipeline::FrameShape& shape) const {
   const std::size_t points = shape.spectrum_points > 0 ? grid_.points : 0;
@@ -321,13 +316,7 @@ void SubspaceStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   } else {
     state->cpu64 = std::make_unique<CpuMusic<double>>(n, points, exec.pool().size());
   }
-  std::lock_guard lock(lanes_mutex_);
-  for (auto& [owner, existing] : lanes_)
-    if (owner == &exec) {
-      existing = std::move(state);
-      return;
-    }
-  lanes_.emplace_back(&exec, std::move(state));
+  lanes_.set(exec, std::move(state));
 }
 
 namespace {

@@ -34,6 +34,7 @@
 
 #include "covflow/config/config.hpp"
 #include "covflow/pipeline/stage.hpp"
+#include "covflow/stages/per_lane.hpp"
 
 namespace covflow::stages {
 
@@ -92,8 +93,7 @@ class AdaptiveStage final : public pipeline::Stage {
   static void unpack_results(void* descriptor);  // the CUDA lane's host function
 
   AdaptiveSettings settings_;
-  mutable std::mutex lanes_mutex_;
-  std::vector<std::pair<const linalg::Exec*, std::unique_ptr<Lane>>> lanes_;
+  PerLane<Lane> lanes_;
   std::atomic<std::uint64_t> frames_{0}, covariance_frames_{0}, periodic_refactors_{0}, recovered_cells_{0},
       unrecoverable_cells_{0};
 };

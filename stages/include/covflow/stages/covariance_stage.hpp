@@ -17,6 +17,7 @@
 
 #include "covflow/config/config.hpp"
 #include "covflow/pipeline/stage.hpp"
+#include "covflow/stages/per_lane.hpp"
 
 namespace covflow::stages {
 
@@ -47,8 +48,7 @@ class CovarianceStage final : public pipeline::Stage {
 
   config::CovarianceStageConfig config_;
   double nominal_snapshots_;
-  mutable std::mutex lanes_mutex_;
-  std::vector<std::pair<const linalg::Exec*, std::unique_ptr<Lane>>> lanes_;
+  PerLane<Lane> lanes_;
 };
 
 }  // namespace covflow::stages

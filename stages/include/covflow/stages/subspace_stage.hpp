@@ -23,6 +23,7 @@
 
 #include "covflow/config/config.hpp"
 #include "covflow/pipeline/stage.hpp"
+#include "covflow/stages/per_lane.hpp"
 
 namespace covflow::stages {
 
@@ -76,8 +77,7 @@ class SubspaceStage final : public pipeline::Stage {
 
   SubspaceSettings settings_;
   AngleGridPoints grid_;
-  mutable std::mutex lanes_mutex_;
-  std::vector<std::pair<const linalg::Exec*, std::unique_ptr<Lane>>> lanes_;
+  PerLane<Lane> lanes_;
 };
 
 }  // namespace covflow::stages
