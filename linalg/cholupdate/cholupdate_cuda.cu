@@ -52,6 +52,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -87,7 +89,7 @@ struct Params {
     return Params{scal + 3 * j, c + j * stride, bneg + j * stride, g + j * stride, stride};
   }
   // Bytes of `columns` columns with room for `stride` rotations each, 16-byte aligned parts.
-  __host__ __device__ static std::size_t bytes(int columns, int stride) {
+  __host__ __device__ static constexpr std::size_t bytes(int columns, int stride) {
     return align16(sizeof(R) * 3 * columns) + align16(sizeof(R) * columns * stride) +
            2 * align16(sizeof(D) * columns * stride);
   }
@@ -269,6 +271,179 @@ __global__ void __launch_bounds__(kSmallMaxN) small_kernel(D* l_all, long long l
   if (i == 0) info[m] = status;
 }
 
+// ---- updates, n ≤ 128 and k small: one warp per matrix ---------------------------------------
+
+constexpr int kWarpMatrices = 4;  // matrices (warps) per block
+// Columns ahead that each lane asks L2 for. With the whole batch in flight (4096 × 33 KB of
+// triangles, 2.7× the L2), a load issued one column ahead still waited on HBM every column:
+// 0.33 ms for 4096 × 64×64 cf64, k = 4, where the arithmetic and the traffic take a third of that.
+constexpr int kWarpPrefetch = 4;
+
+__device__ inline void prefetch_l2(const void* address) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
+}
+
+__device__ inline double shfl_idx(double x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
+__device__ inline float shfl_idx(float x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
+template <class R> __device__ inline Cx<R> shfl_idx(Cx<R> x, int lane) { return {shfl_idx(x.x, lane), shfl_idx(x.y, lane)}; }
+
+// Column j's rotations made by the whole warp, lane p making rotation p (the make_rotations
+// arithmetic, spread out): the owner's row of W and its diagonal are broadcast, the prefix sums
+// α_p² = α² + Σ_{q≤p} |w_jq|² come from a shuffle scan over lanes 0 … K−1, and with ρ_p = 1/α_p
+// (one reciprocal square root per lane, ρ₋₁ = 1/α) c_p = α_p·ρ_{p−1} and
+// −w_jp/(α_{p−1}α_p) = −w_jp·ρ_{p−1}ρ_p — no division. One lane making all k rotations (k
+// dependent square roots and 2k divisions, issued for the whole warp with one lane active) was
+// the larger part of the batch's time. Lane k−1 writes the new diagonal α_{k−1} to `diagonal`.
+// Returns false (on every lane) when some α_p² is not a positive finite number: inputs are
+// checked before the sweep, so only an overflow gets here; the failed rotations become the
+// identity so that the sweep goes on with finite numbers.
+template <class D, int K, int S>
+__device__ bool warp_rotations(const D (&w)[S][K], const D (&current)[S], int j, int k, const Params<D>& out,
+                               D* diagonal, int lane) {
+  using R = sreal_t<D>;
+  const int owner = j % 32;
+  const int owner_slot = j / 32;
+  R alpha = R(0);
+  D mine = from_real<D>(R(0));
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    if (s == owner_slot) {
+      alpha = shfl_idx(real_part(current[s]), owner);
+#pragma unroll
+      for (int p = 0; p < K; ++p) {
+        const D x = shfl_idx(w[s][p], owner);
+        if (lane == p) mine = x;
+      }
+    }
+  }
+  R prefix = lane < k ? abs2(mine) : R(0);
+#pragma unroll
+  for (int d = 1; d < K; d *= 2) {
+    const R below = __shfl_up_sync(0xffffffffu, prefix, d);
+    if (lane >= d) prefix += below;
+  }
+  const R square = alpha * alpha;
+  const R next = square + prefix;
+  R previous_square = __shfl_up_sync(0xffffffffu, next, 1);
+  if (lane == 0) previous_square = square;
+  const bool ok = lane >= k || (next > R(0) && isfinite(next) && previous_square > R(0));
+  if (lane < k) {
+    if (ok) {
+      const R rho = rsqrt(next);
+      const R rho_previous = rsqrt(previous_square);
+      const R current_alpha = next * rho;
+      out.c[lane] = current_alpha * rho_previous;
+      out.bneg[lane] = mine * (-(rho_previous * rho));
+      out.g[lane] = conj_of(mine);
+      if (lane == k - 1) {
+        out.scal[1] = rho;
+        out.scal[2] = current_alpha;
+        *diagonal = from_real<D>(current_alpha);
+      }
+    } else {
+      out.c[lane] = R(1);
+      out.bneg[lane] = from_real<D>(R(0));
+      out.g[lane] = from_real<D>(R(0));
+      if (lane == k - 1) {
+        out.scal[1] = R(1);
+        out.scal[2] = R(1);
+        *diagonal = from_real<D>(R(1));
+      }
+    }
+  }
+  if (lane == 0) out.scal[0] = alpha;
+  return __all_sync(0xffffffffu, ok);
+}
+
+// The adaptive-filter batch (4096 cells of 64×64, k = 4) as updates: one warp per matrix, lane l
+// owning rows l, l + 32, … (S rows, n ≤ 32·S), W's rows in registers. Per column the owner lane
+// makes the rotations into the warp's parameter slot (double-buffered in shared memory), one
+// __syncwarp, and every lane applies them to its rows and writes L̃(i, j) in place. Against
+// small_kernel (a block of n threads, one __syncthreads per column, at most 32 resident blocks
+// per SM): no block barrier, and twice the matrices in flight per SM, which is what a batch of
+// latency-bound sweeps needs. Inputs are checked first (as small_kernel's direct mode), so L is
+// untouched when one is not finite or a diagonal is not positive.
+template <class D, int K, int S>
+__global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l_all, long long ldl, long long stride_l,
+                                                                        const D* v_all, long long ldv,
+                                                                        long long stride_v, int n, int k,
+                                                                        long long count, int prefetch, int* info) {
+  using R = sreal_t<D>;
+  constexpr std::size_t kSlotBytes = Params<D>::bytes(2, K);
+  __shared__ __align__(16) unsigned char smem[kWarpMatrices][kSlotBytes];
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const long long m = static_cast<long long>(blockIdx.x) * kWarpMatrices + warp;
+  if (m >= count) return;  // the whole warp: no block-wide barrier in this kernel
+  const Params<D> slots = Params<D>::carve(smem[warp], 2, K);
+  D* L = l_all + m * stride_l;
+  const D* V = v_all + m * stride_v;
+
+  bool finite = true;
+  int fail = n;
+  // The check: column by column (coalesced), every element of the lower triangle.
+#pragma unroll 4
+  for (int j = 0; j < ((prefetch & 256) ? 0 : n); ++j) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int i = lane + 32 * s;
+      if (i >= j && i < n) {
+        const D x = L[i + j * ldl];
+        finite = finite && is_finite(x);
+        if (i == j && !(real_part(x) > R(0))) fail = min(fail, j);
+      }
+    }
+  }
+  // W after the check, so that its registers are not live during the check's loads.
+  D w[S][K];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const int i = lane + 32 * s;
+    if (i < n) finite = load_row(w[s], V, ldv, i, k) && finite;
+    else
+#pragma unroll
+      for (int p = 0; p < K; ++p) w[s][p] = from_real<D>(R(0));
+  }
+  finite = __all_sync(0xffffffffu, finite);
+  fail = __reduce_min_sync(0xffffffffu, fail);
+  if (!finite || fail < n) {
+    if (lane == 0) info[m] = !finite ? status::non_finite_input : fail + 1;
+    return;
+  }
+
+  D next[S];
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const int i = lane + 32 * s;
+    next[s] = i < n ? L[i] : from_real<D>(R(0));  // column 0
+  }
+  for (int j = 0; j < n; ++j) {
+    const Params<D> slot = slots.column(j & 1);
+    D current[S];
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int i = lane + 32 * s;
+      current[s] = next[s];
+      if (i < n && j + 1 <= i) next[s] = L[i + (j + 1) * ldl];  // loaded while column j is processed
+      if ((prefetch & 255) > 0 && i < n && j + (prefetch & 255) <= i) prefetch_l2(L + i + (j + (prefetch & 255)) * ldl);
+    }
+    if (!warp_rotations<D, K, S>(w, current, j, k, slot, L + j + j * ldl, lane)) fail = min(fail, j);
+    __syncwarp();
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const int i = lane + 32 * s;
+      if (i > j && i < n) {
+        const D out = apply_column(current[s], w[s], k, slot, 0);
+        if (!(prefetch & 512) || !is_finite(out)) L[i + j * ldl] = out;
+      }
+    }
+  }
+  // Finite input with a positive diagonal fails only by overflow (cholupdate.hpp's one exception
+  // to "left as it was").
+  fail = __reduce_min_sync(0xffffffffu, fail);
+  if (lane == 0) info[m] = fail < n ? fail + 1 : 0;
+}
+
 // ---- n > 256: the row-block pipeline -------------------------------------------------------
 
 struct Control {
@@ -437,6 +612,30 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
   const R sigma = sign == Sign::update ? R(1) : R(-1);
   auto* L = reinterpret_cast<D*>(l.data);
   const auto* V = reinterpret_cast<const D*>(v.data);
+
+  static const int tuning_prefetch = std::getenv("COVFLOW_TUNE_PREFETCH") ? std::atoi(std::getenv("COVFLOW_TUNE_PREFETCH")) : kWarpPrefetch;  // TUNING
+  static const bool tuning_no_warp = std::getenv("COVFLOW_TUNE_NO_WARP") != nullptr;  // TUNING
+  if (!tuning_no_warp && sign == Sign::update && n <= 128 && template_rank(k) * ((n + 31) / 32) <= 16) {
+    // One warp per matrix; S = rows per lane ∈ {1, 2, 4}, K·S ≤ 16 keeps W in registers.
+    const unsigned blocks = static_cast<unsigned>((count + kWarpMatrices - 1) / kWarpMatrices);
+    const auto launch = [&](auto rank, auto rows) {
+      constexpr int K = decltype(rank)::value;
+      constexpr int S = decltype(rows)::value;
+      if constexpr (K * S <= 16) {
+        warp_update_kernel<D, K, S><<<blocks, kWarpMatrices * 32, 0, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n,
+                                                                              k, count, tuning_prefetch, info.data());
+        COVFLOW_CHECK_LAUNCH();
+      } else {
+        throw std::logic_error("cholupdate: warp kernel chosen for K·S > 16");
+      }
+    };
+    with_rank(k, [&](auto rank) {
+      if (n <= 32) launch(rank, std::integral_constant<int, 1>{});
+      else if (n <= 64) launch(rank, std::integral_constant<int, 2>{});
+      else launch(rank, std::integral_constant<int, 4>{});
+    });
+    return;
+  }
 
   if (n <= kSmallMaxN) {
     with_rank(k, [&](auto rank) {
