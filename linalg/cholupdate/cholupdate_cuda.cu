@@ -69,6 +69,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../common/device_scalar.cuh"
 #include "cholupdate_impl.hpp"
@@ -539,6 +540,18 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
       COVFLOW_CHECK_LAUNCH();
     }
   });
+}
+
+std::vector<int> cholupdate_cuda_product_committed(CudaContext& context, std::int64_t count) {
+  context.make_current();
+  auto* base = static_cast<unsigned char*>(context.workspace().acquire(control_bytes(count)));
+  std::vector<ProductStatus> status(static_cast<std::size_t>(count));
+  COVFLOW_CUDA_TRY(cudaMemcpyAsync(status.data(), base + align256(sizeof(Control) * std::size_t(count)),
+                                   sizeof(ProductStatus) * status.size(), cudaMemcpyDeviceToHost, context.stream()));
+  COVFLOW_CUDA_TRY(cudaStreamSynchronize(context.stream()));
+  std::vector<int> committed(status.size());
+  for (std::size_t m = 0; m < status.size(); ++m) committed[m] = status[m].done != 0 ? 1 : 0;
+  return committed;
 }
 
 #define COVFLOW_CHOLUPDATE_CUDA(T)                                                               \

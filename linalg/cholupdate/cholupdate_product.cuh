@@ -298,12 +298,24 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     __syncthreads();
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(J - 1) * B * K + e];
     __syncthreads();
-    if (lg == 0)
-      for (int l = 0; l < B; ++l) {
-        const D neg = -Y[l * B + r];
+    if (lg == 0) {
+      // The chain's own arithmetic: four independent sums over l, so no FMA waits on the last.
+      D chains[4][PPT];
 #pragma unroll
-        for (int e = 0; e < PPT; ++e) out[e] = fma_(out[e], neg, w_tile[l * K + p0 + e]);
-      }
+      for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int e = 0; e < PPT; ++e) chains[u][e] = zero;
+#pragma unroll 4
+      for (int l = 0; l < B; l += 4)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const D neg = -Y[(l + u) * B + r];
+#pragma unroll
+          for (int e = 0; e < PPT; ++e) chains[u][e] = fma_(chains[u][e], neg, w_tile[(l + u) * K + p0 + e]);
+        }
+#pragma unroll
+      for (int e = 0; e < PPT; ++e) out[e] += (chains[0][e] + chains[1][e]) + (chains[2][e] + chains[3][e]);
+    }
   }
   if (lg == 0) {
 #pragma unroll
