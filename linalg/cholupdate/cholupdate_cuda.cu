@@ -12,7 +12,7 @@
 // Per column, the rotation parameters — c (real), −w_jp/(α_{p−1}α_p) and σw̄_jp for each p, and
 // α₋₁, 1/α_{k−1}, α_{k−1} — are made by the thread owning row j and read by every thread below it.
 //
-// Two organisations:
+// Three organisations:
 //
 // n ≤ 256  small_kernel — one thread block per matrix (the adaptive-filter batch: one factor
 //          per range/Doppler cell), thread i = row i, the columns swept left to right with one
@@ -47,20 +47,37 @@
 //          Budget per block (one warp): the row's k entries of W in registers (complex double
 //          k = 64 spills to local memory), kPublish columns of parameters in shared memory.
 //
+// n > 256, updates with k ≤ 16 and n ≥ 16k: first the product form (cholupdate_product.cuh):
+//          L̃ = L·M with M the closed-form Cholesky factor of I + WWᴴ, W = L⁻¹V (Gill, Golub,
+//          Murray & Saunders' method C1 generalised to rank k; not in the paper). Its only chain is
+//          the triangular solve for W, one step per 64 rows instead of one per column and rotation;
+//          the rest is parallel over columns and rows. Three kernels (trsm_kernel, column_kernel,
+//          apply_kernel); a guard decided per matrix on the device (W, m_j, z_j finite, diagonal
+//          positive, 1 + ‖W‖²_F ≤ 0.01/ε) lets apply_kernel write L̃ and mark the matrix done, or
+//          write nothing. Both pipeline_kernel launches follow unchanged and return at once for
+//          matrices that are done, so the rejected ones (NaN, a bad diagonal, an ill-conditioned
+//          W) get the rotations and their diagnostics exactly as before. Downdates, k > 16 and
+//          n < 16k take the pipeline alone. The product path's buffers share the per-matrix
+//          workspace with the pipeline's parameters (stream order: the pipeline only writes there
+//          after the product kernels are done), so the workspace is still O(n·k) per matrix.
+//
 // No host synchronisation: status goes to `info` on the device.
 #include <cuda/atomic>
 
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../common/device_scalar.cuh"
 #include "cholupdate_impl.hpp"
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
+#include "cholupdate_product.cuh"
 
 namespace covflow::linalg::detail {
 namespace {
@@ -475,13 +492,15 @@ template <class D, int K, bool Commit>
 __global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long ldl, long long stride_l, const D* v_all,
                                                             long long ldv, long long stride_v, int n, int k,
                                                             sreal_t<D> sigma, PipelineWork<D> work, long long first_matrix,
-                                                            int* info) {
+                                                            const ProductStatus* product, int* info) {
   extern __shared__ __align__(16) unsigned char smem[];
   const Params<D> tile = Params<D>::carve(smem, kPublish, K);
   const Params<D> slots = Params<D>::carve(smem + Params<D>::bytes(kPublish, K), 2, K);
   __shared__ int taken;
 
   const long long m = first_matrix + blockIdx.y;
+  // Committed by the product path (which wrote info): nothing to do. Uniform over the block.
+  if (product != nullptr && product[m].done != 0) return;
   Control& control = work.control[m];
   const Params<D> global = Params<D>::carve(work.params + m * work.per_matrix, n, k);
   D* L = l_all + m * stride_l;
@@ -586,14 +605,28 @@ void with_rank(int k, F&& body) {
   }
 }
 
+// The product path's domain (cholupdate_product.cuh): where its accuracy was established.
+bool product_eligible(int n, int k) { return n > kSmallMaxN && product_rank(template_rank(k)) && n >= 16 * k; }
+
+// Layout: Control × count | ProductStatus × count | per matrix × count.
+template <class D>
+std::size_t matrix_bytes(int n, int k) {
+  std::size_t bytes = per_matrix_bytes<D>(n, k);
+  if (product_eligible(n, k)) bytes = std::max(bytes, align256(ProductBuffers<D>::bytes(n, template_rank(k))));
+  return bytes;
+}
+
+std::size_t control_bytes(long long count) {
+  return align256(sizeof(Control) * std::size_t(count)) + align256(sizeof(ProductStatus) * std::size_t(count));
+}
+
 }  // namespace
 
 template <class T>
 std::size_t cholupdate_cuda_workspace(std::int64_t n, std::int64_t k, std::int64_t count) {
   using D = device_t<T>;
   if (n <= kSmallMaxN || k <= 0) return 0;
-  return align256(sizeof(Control) * std::size_t(count)) +
-         per_matrix_bytes<D>(static_cast<int>(n), static_cast<int>(k)) * std::size_t(count);
+  return control_bytes(count) + matrix_bytes<D>(static_cast<int>(n), static_cast<int>(k)) * std::size_t(count);
 }
 
 template <class T>
@@ -657,25 +690,67 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
   }
 
   auto* base = static_cast<unsigned char*>(context.workspace().acquire(cholupdate_cuda_workspace<T>(n, k, count)));
-  PipelineWork<D> work{reinterpret_cast<Control*>(base), base + align256(sizeof(Control) * std::size_t(count)),
-                    per_matrix_bytes<D>(n, k)};
-  COVFLOW_CUDA_TRY(cudaMemsetAsync(work.control, 0, sizeof(Control) * std::size_t(count), stream));
+  auto* status = reinterpret_cast<ProductStatus*>(base + align256(sizeof(Control) * std::size_t(count)));
+  const std::size_t per_matrix = matrix_bytes<D>(n, k);
+  unsigned char* matrices = base + control_bytes(count);
+  PipelineWork<D> work{reinterpret_cast<Control*>(base), matrices, per_matrix};
+  COVFLOW_CUDA_TRY(cudaMemsetAsync(base, 0, control_bytes(count), stream));  // Control and ProductStatus
+  const bool product = sign == Sign::update && product_eligible(n, k);
+  const ProductWork<D> product_work{status, matrices, per_matrix};
+  const double tau_limit = 0.01 / static_cast<double>(std::numeric_limits<R>::epsilon());
   const unsigned blocks = static_cast<unsigned>((n + kRowBlock - 1) / kRowBlock);
   with_rank(k, [&](auto rank) {
     constexpr int K = decltype(rank)::value;
     const std::size_t smem = Params<D>::bytes(kPublish, K) + Params<D>::bytes(2, K);
     allow_shared(pipeline_kernel<D, K, false>, smem);
     allow_shared(pipeline_kernel<D, K, true>, smem);
+    constexpr bool has_product = product_rank(K);
+    if constexpr (has_product) {
+      if (product) {
+        allow_shared(trsm_kernel<D, K>, trsm_shared_bytes<D>());
+        allow_shared(column_kernel<D, K>, column_shared_bytes<D, K>());
+        allow_shared(apply_kernel<D, K>, apply_shared_bytes<D, K>());
+      }
+    }
     for (long long first = 0; first < count; first += kMaxGridY) {
-      const dim3 grid(blocks, static_cast<unsigned>(std::min(kMaxGridY, count - first)));
+      const unsigned matrices_here = static_cast<unsigned>(std::min(kMaxGridY, count - first));
+      if constexpr (has_product) {
+        if (product) {
+          const unsigned trsm_blocks = static_cast<unsigned>((n + kTrsmBlock - 1) / kTrsmBlock);
+          trsm_kernel<D, K><<<dim3(trsm_blocks, matrices_here), kTrsmThreads, trsm_shared_bytes<D>(), stream>>>(
+              L, l.ld, l.stride, V, v.ld, v.stride, n, k, product_work, first);
+          COVFLOW_CHECK_LAUNCH();
+          column_kernel<D, K><<<dim3(trsm_blocks, matrices_here), kColumnWarps * 32, column_shared_bytes<D, K>(),
+                                stream>>>(n, product_work, first);
+          COVFLOW_CHECK_LAUNCH();
+          const unsigned apply_blocks = static_cast<unsigned>((n + kApplyRows - 1) / kApplyRows);
+          apply_kernel<D, K><<<dim3(apply_blocks, matrices_here), apply_segments<D>() * 32, apply_shared_bytes<D, K>(),
+                               stream>>>(L, l.ld, l.stride, n, product_work, first, tau_limit, info.data());
+          COVFLOW_CHECK_LAUNCH();
+        }
+      }
+      const ProductStatus* committed = product ? status : nullptr;
+      const dim3 grid(blocks, matrices_here);
       pipeline_kernel<D, K, false><<<grid, kRowBlock, smem, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n, k, sigma,
-                                                                      work, first, info.data());
+                                                                      work, first, committed, info.data());
       COVFLOW_CHECK_LAUNCH();
       pipeline_kernel<D, K, true><<<grid, kRowBlock, smem, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n, k, sigma,
-                                                                     work, first, info.data());
+                                                                     work, first, committed, info.data());
       COVFLOW_CHECK_LAUNCH();
     }
   });
+}
+
+std::vector<int> cholupdate_cuda_product_committed(CudaContext& context, std::int64_t count) {
+  context.make_current();
+  auto* base = static_cast<unsigned char*>(context.workspace().acquire(control_bytes(count)));
+  std::vector<ProductStatus> status(static_cast<std::size_t>(count));
+  COVFLOW_CUDA_TRY(cudaMemcpyAsync(status.data(), base + align256(sizeof(Control) * std::size_t(count)),
+                                   sizeof(ProductStatus) * status.size(), cudaMemcpyDeviceToHost, context.stream()));
+  COVFLOW_CUDA_TRY(cudaStreamSynchronize(context.stream()));
+  std::vector<int> committed(status.size());
+  for (std::size_t m = 0; m < status.size(); ++m) committed[m] = status[m].done != 0 ? 1 : 0;
+  return committed;
 }
 
 #define COVFLOW_CHOLUPDATE_CUDA(T)                                                               \

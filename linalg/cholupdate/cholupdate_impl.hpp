@@ -1,6 +1,8 @@
 // Internal: cholupdate's backends. Arguments are validated by cholupdate.cpp.
 #pragma once
 
+#include <vector>
+
 #include "covflow/linalg/cholupdate.hpp"
 
 namespace covflow::linalg::detail {
@@ -16,6 +18,10 @@ template <class T>
 std::size_t cholupdate_cuda_workspace(std::int64_t n, std::int64_t k, std::int64_t count);
 template <class T>
 void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign sign, std::span<int> info);
+// Test hook, never called by the library: for each of the `count` matrices of the last n > 256
+// cholupdate_cuda call on `context`, whether the product path committed it (1) or left it to the
+// rotation pipeline (0). Synchronises the stream and reads the status from the workspace.
+std::vector<int> cholupdate_cuda_product_committed(CudaContext& context, std::int64_t count);
 #endif
 
 }  // namespace covflow::linalg::detail

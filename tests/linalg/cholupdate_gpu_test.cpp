@@ -1,7 +1,9 @@
-// cholupdate on the CUDA backend: the checks of the CPU suite (cholupdate_test.cpp) on both of
-// the GPU's organisations — one block per matrix (n ≤ 256, with and without the shared-memory copy
-// of the triangle) and the row-block pipeline (n > 256) — with every output poisoned first and the
-// strict upper triangle of every input NaN (it must never be read, and must come back bit for bit).
+// cholupdate on the CUDA backend: the checks of the CPU suite (cholupdate_test.cpp) on the GPU's
+// organisations — one block per matrix (n ≤ 256, with and without the shared-memory copy of the
+// triangle), the row-block pipeline (n > 256) and, for n > 256 updates with k ≤ 16 and n ≥ 16k, the
+// product form in front of it — with every output poisoned first and the strict upper triangle of
+// every input NaN (it must never be read, and must come back bit for bit). Which matrices the
+// product form committed is read through a test hook (cholupdate_cuda_product_committed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../linalg/cholupdate/cholupdate_impl.hpp"
 #include "cholupdate_cases.hpp"
 #include "covflow/linalg/cholupdate.hpp"
 #include "covflow/linalg/cuda/context.hpp"
@@ -226,6 +229,127 @@ TYPED_TEST(CholupdateGpu, NonFiniteInputIsReportedAndIsolated) {
       }
     }
   }
+}
+
+// ---- the product form (n > 256 updates, k ≤ 16, n ≥ 16k) ------------------------------------
+
+std::vector<int> product_committed(Exec& exec, int count) {
+  return detail::cholupdate_cuda_product_committed(exec.cuda_context(), count);
+}
+
+// κ₂ of a random case after the update: the factor is κ₂(LLᴴ) ≲ 20 (cholupdate_cases.hpp), and
+// VVᴴ, of norm comparable to A's, at most doubles the largest eigenvalue. The forward error of a
+// Cholesky factor is ≲ κ₂·n·ε times the backward error's constant.
+constexpr double kRandomUpdateCondition = 40;
+
+// Two routes to the same factor: a well-conditioned update goes through the product form, one
+// whose W is huge by construction (V scaled by 10/√ε, so τ = 1 + ‖W‖²_F ≈ 100‖L⁻¹V₀‖²/ε, some 10⁴
+// times the guard's 0.01/ε) is refused by the guard and goes through the rotations. Both must
+// reconstruct, and the product form must agree with the CPU backend's rotations to the
+// forward-error bound. (Not a tiny diagonal instead: in a numpy model of the rotations' mixed form
+// a diagonal entry of 1e-8 already costs ~40 n·ε in double, so that input would test the
+// rotations, not the guard. Scaling V costs them nothing.)
+TYPED_TEST(CholupdateGpu, ProductFormAgreesWithTheRotationsAndLeavesHugeWToThem) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  Exec& exec = test::GpuTest::gpu();
+  Exec cpu = Exec::cpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu product vs rotations"));
+  const R scale = R(10 / std::sqrt(double(std::numeric_limits<R>::epsilon())));
+  for (int n : {300, 1000})
+    for (int k : {1, 3, 16}) {
+      CholCase<T> c = test::make_update_case<T>(FactorKind::random, n, k, 3, rng);
+      for (std::size_t e = 0; e < std::size_t(n) * k; ++e) c.v[std::size_t(n) * k + e] *= scale;  // matrix 1
+      const GpuRun<T> out = run_gpu(exec, c, Sign::update);
+      const std::vector<int> path = product_committed(exec, c.count);
+      const std::string what = "product vs rotations (matrix 1: V·10/√ε)";
+      EXPECT_EQ(path, (std::vector<int>{1, 0, 1})) << where(what + ": committed", n, k, 1, c.seed);
+      std::vector<T> host = c.l;
+      std::vector<int> host_info(c.count, -1);
+      cholupdate<T>(cpu, Batch<T>::packed(host.data(), n, n, c.count), Batch<const T>::packed(c.v.data(), n, k, c.count),
+                    Sign::update, host_info);
+      const std::vector<double> errors = errors_of(c, out.l, {0, 1, 2});
+      for (int b = 0; b < c.count; ++b) {
+        ASSERT_EQ(out.info[b], 0) << where(what, n, k, b, c.seed);
+        ASSERT_EQ(host_info[b], 0) << where(what + " (cpu)", n, k, b, c.seed);
+        EXPECT_LE(errors[b], test::chol_tolerance) << where(what, n, k, b, c.seed);
+        EXPECT_TRUE(test::upper_untouched(c.factor(b), out.l.data() + std::size_t(b) * n * n, n))
+            << where(what + " upper triangle", n, k, b, c.seed);
+      }
+      for (int b : {0, 2})
+        EXPECT_LE(test::factor_difference(out.l.data() + std::size_t(b) * n * n, host.data() + std::size_t(b) * n * n, n),
+                  2 * test::chol_tolerance * kRandomUpdateCondition)
+            << where(what + ": gpu product form vs cpu rotations", n, k, b, c.seed);
+      std::printf("[ product  ] n=%-4d k=%-2d reconstruction %.3f / %.3f (rotations) / %.3f n·ε\n", n, k, errors[0],
+                  errors[1], errors[2]);
+    }
+}
+
+// The dispatch table: which shapes the product form takes (updates, n > 256, k ≤ 16 — for which
+// n ≥ 16k holds by itself) and which it leaves to the pipeline alone; every one reconstructs.
+TYPED_TEST(CholupdateGpu, ProductFormTakesOnlyItsDomain) {
+  using T = TypeParam;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu product domain"));
+  struct Shape {
+    int n, k;
+    Sign sign;
+    bool product;
+  };
+  for (const Shape& s : {Shape{257, 16, Sign::update, true}, Shape{257, 1, Sign::update, true},
+                         Shape{600, 2, Sign::update, true}, Shape{320, 20, Sign::update, false},
+                         Shape{300, 32, Sign::update, false}, Shape{300, 4, Sign::downdate, false}}) {
+    const CholCase<T> c = s.sign == Sign::update ? test::make_update_case<T>(FactorKind::random, s.n, s.k, 2, rng)
+                                                 : test::make_downdate_case<T>(s.n, s.k, 2, rng);
+    const GpuRun<T> out = run_gpu(exec, c, s.sign);
+    const std::vector<int> path = product_committed(exec, c.count);
+    const std::string what = std::string(s.sign == Sign::update ? "update" : "downdate") + " domain";
+    const std::vector<double> errors = errors_of(c, out.l, {0, 1});
+    for (int b = 0; b < c.count; ++b) {
+      EXPECT_EQ(path[b], s.product ? 1 : 0) << where(what + ": committed by the product form", s.n, s.k, b, c.seed);
+      ASSERT_EQ(out.info[b], 0) << where(what, s.n, s.k, b, c.seed);
+      EXPECT_LE(errors[b], test::chol_tolerance) << where(what, s.n, s.k, b, c.seed);
+    }
+  }
+}
+
+// Bad input inside a batch the product form takes: the guard refuses exactly those matrices, the
+// rotation pipeline reports them as it always has (info, L bit for bit), the good one is updated
+// by the product form.
+TYPED_TEST(CholupdateGpu, ProductFormRefusesBadInputAndThePipelineReportsIt) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu product bad input"));
+  const R nan = std::numeric_limits<R>::quiet_NaN(), inf = std::numeric_limits<R>::infinity();
+  for (int n : {300, 1000})
+    for (int k : {1, 16}) {
+      CholCase<T> c = test::make_update_case<T>(FactorKind::random, n, k, 7, rng);
+      auto at = [&](int b, int i, int j) -> T& { return c.l[std::size_t(b) * n * n + i + std::size_t(j) * n]; };
+      const int zero_column = std::uniform_int_distribution<int>(0, n - 1)(rng);
+      const int negative_column = std::uniform_int_distribution<int>(0, n - 1)(rng);
+      at(1, n - 1, 0) = T(nan);                               // far below the diagonal
+      c.v[std::size_t(2) * n * k + std::size_t(k - 1) * n] = T(nan);  // V(0, k−1)
+      at(3, n / 2, n / 2) = T(inf);                           // W stays finite here: 1/Inf = 0
+      at(4, zero_column, zero_column) = T(0);
+      at(5, negative_column, negative_column) = -at(5, negative_column, negative_column);
+      // Complex: a NaN imaginary part — the diagonal is used as its real part, but NaN input is NaN input.
+      if constexpr (is_complex_v<T>) at(6, n / 3, n / 3) = T(std::real(at(6, n / 3, n / 3)), nan);
+      else at(6, n / 3, n / 3) = T(nan);
+      const GpuRun<T> out = run_gpu(exec, c, Sign::update);
+      const std::vector<int> path = product_committed(exec, c.count);
+      EXPECT_EQ(path, (std::vector<int>{1, 0, 0, 0, 0, 0, 0})) << where("bad input: committed", n, k, 0, c.seed);
+      EXPECT_EQ(out.info[1], status::non_finite_input) << where("NaN in L", n, k, 1, c.seed);
+      EXPECT_EQ(out.info[2], status::non_finite_input) << where("NaN in V", n, k, 2, c.seed);
+      EXPECT_EQ(out.info[3], status::non_finite_input) << where("Inf on the diagonal", n, k, 3, c.seed);
+      EXPECT_EQ(out.info[4], zero_column + 1) << where("zero diagonal", n, k, 4, c.seed);
+      EXPECT_EQ(out.info[5], negative_column + 1) << where("negative diagonal", n, k, 5, c.seed);
+      EXPECT_EQ(out.info[6], status::non_finite_input) << where("NaN in a diagonal element", n, k, 6, c.seed);
+      for (int b = 1; b < c.count; ++b)
+        EXPECT_TRUE(factor_unchanged(c.l, out.l, n, b)) << where("bad factor modified", n, k, b, c.seed);
+      ASSERT_EQ(out.info[0], 0) << where("neighbour of bad input", n, k, 0, c.seed);
+      EXPECT_LE(errors_of(c, out.l, {0})[0], test::chol_tolerance) << where("neighbour of bad input", n, k, 0, c.seed);
+    }
 }
 
 // The adaptive-filter shape of the benchmark: 4096 cells of 64×64 complex double, k = 4; a sample
