@@ -12,7 +12,9 @@
 // Per column, the rotation parameters — c (real), −w_jp/(α_{p−1}α_p) and σw̄_jp for each p, and
 // α₋₁, 1/α_{k−1}, α_{k−1} — are made by the thread owning row j and read by every thread below it.
 //
-// Three organisations:
+// Four organisations:
+//
+// updates, n ≤ 128, K·⌈n/32⌉ ≤ 16  warp_update_kernel — one warp per matrix (below).
 //
 // n ≤ 256  small_kernel — one thread block per matrix (the adaptive-filter batch: one factor
 //          per range/Doppler cell), thread i = row i, the columns swept left to right with one
@@ -66,7 +68,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -291,13 +292,36 @@ __global__ void __launch_bounds__(kSmallMaxN) small_kernel(D* l_all, long long l
 // ---- updates, n ≤ 128 and k small: one warp per matrix ---------------------------------------
 
 constexpr int kWarpMatrices = 4;  // matrices (warps) per block
-// Columns ahead that each lane asks L2 for. With the whole batch in flight (4096 × 33 KB of
-// triangles, 2.7× the L2), a load issued one column ahead still waited on HBM every column:
-// 0.33 ms for 4096 × 64×64 cf64, k = 4, where the arithmetic and the traffic take a third of that.
-constexpr int kWarpPrefetch = 4;
+// Columns of L staged ahead in shared memory per warp: a load issued one column ahead still
+// waited on memory every column (the whole batch is in flight: 4096 × 33 KB of triangles, 2.7×
+// the L2). 4 × 64 rows of complex double is 4 KB per warp.
+template <int S> constexpr int warp_ring() { return S <= 2 ? 4 : 2; }
 
-__device__ inline void prefetch_l2(const void* address) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
+// cp.async of one element into shared memory (sm_80+), and its group bookkeeping.
+template <class D>
+__device__ inline void copy_async(D* shared, const D* global) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(global), "n"(sizeof(D)) : "memory");
+}
+__device__ inline void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ inline void wait_async() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Whether an element is finite, from the 32-bit words that hold its exponents only.
+template <class D>
+__device__ inline bool exponents_finite(const D* element) {
+  const auto* words = reinterpret_cast<const unsigned*>(element);
+  if constexpr (std::is_same_v<D, double>) {
+    return (words[1] & 0x7ff00000u) != 0x7ff00000u;
+  } else if constexpr (std::is_same_v<D, Cx<double>>) {
+    return (words[1] & 0x7ff00000u) != 0x7ff00000u && (words[3] & 0x7ff00000u) != 0x7ff00000u;
+  } else if constexpr (std::is_same_v<D, float>) {
+    return (words[0] & 0x7f800000u) != 0x7f800000u;
+  } else {
+    return (words[0] & 0x7f800000u) != 0x7f800000u && (words[1] & 0x7f800000u) != 0x7f800000u;
+  }
 }
 
 __device__ inline double shfl_idx(double x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
@@ -373,21 +397,25 @@ __device__ bool warp_rotations(const D (&w)[S][K], const D (&current)[S], int j,
 }
 
 // The adaptive-filter batch (4096 cells of 64×64, k = 4) as updates: one warp per matrix, lane l
-// owning rows l, l + 32, … (S rows, n ≤ 32·S), W's rows in registers. Per column the owner lane
-// makes the rotations into the warp's parameter slot (double-buffered in shared memory), one
-// __syncwarp, and every lane applies them to its rows and writes L̃(i, j) in place. Against
-// small_kernel (a block of n threads, one __syncthreads per column, at most 32 resident blocks
-// per SM): no block barrier, and twice the matrices in flight per SM, which is what a batch of
-// latency-bound sweeps needs. Inputs are checked first (as small_kernel's direct mode), so L is
-// untouched when one is not finite or a diagonal is not positive.
+// owning rows l, l + 32, … (S rows, n ≤ 32·S), W's rows in registers. Per column the warp makes
+// the rotations (warp_rotations) into its parameter slot (double-buffered in shared memory), one
+// __syncwarp, and every lane applies them to its rows and writes L̃(i, j) in place; the columns
+// come through a cp.async ring. Against small_kernel (a block of n threads, one __syncthreads
+// per column, at most 32 resident blocks per SM): no block barrier, and the whole batch of 4096
+// in flight at once (64 registers, 8 blocks of 4 warps per SM). Inputs are checked first (as
+// small_kernel's direct mode), so L is untouched when one is not finite or a diagonal is not
+// positive. H100, 4096 × 64×64 cf64, k = 4: 0.388 ms (small_kernel) → 0.328 (this kernel, one
+// lane making the rotations) → 0.297 (the warp making them) → see docs/performance.md.
 template <class D, int K, int S>
 __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l_all, long long ldl, long long stride_l,
                                                                         const D* v_all, long long ldv,
                                                                         long long stride_v, int n, int k,
-                                                                        long long count, int prefetch, int* info) {
+                                                                        long long count, int* info) {
   using R = sreal_t<D>;
+  constexpr int Ring = warp_ring<S>();
   constexpr std::size_t kSlotBytes = Params<D>::bytes(2, K);
   __shared__ __align__(16) unsigned char smem[kWarpMatrices][kSlotBytes];
+  __shared__ __align__(16) unsigned char rings[kWarpMatrices][sizeof(D) * Ring * S * 32];
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const long long m = static_cast<long long>(blockIdx.x) * kWarpMatrices + warp;
@@ -398,17 +426,19 @@ __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l
 
   bool finite = true;
   int fail = n;
-  // The check: column by column (coalesced), every element of the lower triangle.
-#pragma unroll 4
-  for (int j = 0; j < ((prefetch & 256) ? 0 : n); ++j) {
+  // The check, column by column (coalesced): only the 32-bit words holding exponents are loaded,
+  // so twice as many loads are in flight for the same registers. The diagonal is read whole.
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const int i = lane + 32 * s;
+    if (i < n && !(real_part(L[i + i * ldl]) > R(0))) fail = min(fail, i);
+  }
+#pragma unroll 8
+  for (int j = 0; j < n; ++j) {
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       const int i = lane + 32 * s;
-      if (i >= j && i < n) {
-        const D x = L[i + j * ldl];
-        finite = finite && is_finite(x);
-        if (i == j && !(real_part(x) > R(0))) fail = min(fail, j);
-      }
+      if (i >= j && i < n) finite = exponents_finite(L + i + j * ldl) && finite;
     }
   }
   // W after the check, so that its registers are not live during the check's loads.
@@ -428,33 +458,37 @@ __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l
     return;
   }
 
-  D next[S];
+  // The sweep. Column j + Ring − 1 is copied into the warp's ring (cp.async, no registers) while
+  // column j is processed; each lane reads back only the elements it copied itself.
+  D* ring = reinterpret_cast<D*>(rings[warp]);
+  const auto stage = [&](int column) {
+    if (column < n) {
 #pragma unroll
-  for (int s = 0; s < S; ++s) {
-    const int i = lane + 32 * s;
-    next[s] = i < n ? L[i] : from_real<D>(R(0));  // column 0
-  }
+      for (int s = 0; s < S; ++s) {
+        const int i = lane + 32 * s;
+        if (i >= column && i < n) copy_async(ring + ((column % Ring) * S + s) * 32 + lane, L + i + column * ldl);
+      }
+    }
+    commit_async();
+  };
+#pragma unroll
+  for (int c = 0; c < Ring - 1; ++c) stage(c);
   for (int j = 0; j < n; ++j) {
     const Params<D> slot = slots.column(j & 1);
+    stage(j + Ring - 1);
+    wait_async<Ring - 1>();
     D current[S];
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      const int i = lane + 32 * s;
-      current[s] = next[s];
-      if (i < n && j + 1 <= i) next[s] = L[i + (j + 1) * ldl];  // loaded while column j is processed
-      if ((prefetch & 255) > 0 && i < n && j + (prefetch & 255) <= i) prefetch_l2(L + i + (j + (prefetch & 255)) * ldl);
-    }
+    for (int s = 0; s < S; ++s) current[s] = ring[((j % Ring) * S + s) * 32 + lane];
     if (!warp_rotations<D, K, S>(w, current, j, k, slot, L + j + j * ldl, lane)) fail = min(fail, j);
     __syncwarp();
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       const int i = lane + 32 * s;
-      if (i > j && i < n) {
-        const D out = apply_column(current[s], w[s], k, slot, 0);
-        if (!(prefetch & 512) || !is_finite(out)) L[i + j * ldl] = out;
-      }
+      if (i > j && i < n) L[i + j * ldl] = apply_column(current[s], w[s], k, slot, 0);
     }
   }
+  wait_async<0>();
   // Finite input with a positive diagonal fails only by overflow (cholupdate.hpp's one exception
   // to "left as it was").
   fail = __reduce_min_sync(0xffffffffu, fail);
@@ -646,9 +680,7 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
   auto* L = reinterpret_cast<D*>(l.data);
   const auto* V = reinterpret_cast<const D*>(v.data);
 
-  static const int tuning_prefetch = std::getenv("COVFLOW_TUNE_PREFETCH") ? std::atoi(std::getenv("COVFLOW_TUNE_PREFETCH")) : kWarpPrefetch;  // TUNING
-  static const bool tuning_no_warp = std::getenv("COVFLOW_TUNE_NO_WARP") != nullptr;  // TUNING
-  if (!tuning_no_warp && sign == Sign::update && n <= 128 && template_rank(k) * ((n + 31) / 32) <= 16) {
+  if (sign == Sign::update && n <= 128 && template_rank(k) * ((n + 31) / 32) <= 16) {
     // One warp per matrix; S = rows per lane ∈ {1, 2, 4}, K·S ≤ 16 keeps W in registers.
     const unsigned blocks = static_cast<unsigned>((count + kWarpMatrices - 1) / kWarpMatrices);
     const auto launch = [&](auto rank, auto rows) {
@@ -656,7 +688,7 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
       constexpr int S = decltype(rows)::value;
       if constexpr (K * S <= 16) {
         warp_update_kernel<D, K, S><<<blocks, kWarpMatrices * 32, 0, stream>>>(L, l.ld, l.stride, V, v.ld, v.stride, n,
-                                                                              k, count, tuning_prefetch, info.data());
+                                                                              k, count, info.data());
         COVFLOW_CHECK_LAUNCH();
       } else {
         throw std::logic_error("cholupdate: warp kernel chosen for K·S > 16");

@@ -13,9 +13,12 @@
 // paper's ElementsPerThread panels (§4.1) with ElementsPerThread = k.
 //
 // CPU: column sweep per matrix (LINPACK dchud order, the inner loop vectorised along the column);
-// matrices across the thread pool. CUDA: see cholupdate_cuda.cu — a batched kernel for n ≤ 256
-// (one thread block per matrix) and, above that, a row-block pipeline in which the whole factor
-// is updated on the GPU by one kernel without a launch per column (§3's CholeskyModifyA order).
+// matrices across the thread pool. CUDA: see cholupdate_cuda.cu — batched kernels for n ≤ 256
+// (updates with n ≤ 128 and small k: one warp per matrix; otherwise one thread block per matrix)
+// and, above that, a row-block pipeline in which the whole factor is updated on the GPU by one
+// kernel without a launch per column (§3's CholeskyModifyA order); large updates with k ≤ 16 go
+// first through a product form L̃ = L·M (M the closed-form Cholesky factor of I + WWᴴ,
+// W = L⁻¹V), whose only sequential part is a blocked triangular solve.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +41,9 @@ enum class Sign : std::int8_t {
 // mid-sweep, inputs near √(max of T), reports that column after storing the columns before it).
 // CUDA, n ≤ 256: updates likewise (input checked, then one sweep in place, same exception);
 // downdates work on a shared-memory copy of the triangle written back on success (or
-// probe-then-commit when it does not fit). CUDA, n > 256: always probes, then commits.
+// probe-then-commit when it does not fit). CUDA, n > 256: the product form writes only after its
+// guard has passed on the device (otherwise nothing); the rotation pipeline always probes, then
+// commits.
 //
 // l:    count × (n × n) lower factors. Only the lower triangle is read and written; the strict
 //       upper triangle is never referenced. The diagonal is read as its real part (a factor's
