@@ -1,15 +1,23 @@
 // cholupdate on the CPU: LINPACK dchud's column order (shared/papers/rank-k-cholesky-update-gpu.txt
 // §2, CholeskyModifyB: the rotations of column j are made from L(j, j) and V's row j, then applied
-// to the rows below), in the hyperbolic form of Algorithm 1 for downdates.
+// to the rows below); plane rotations for updates (dchud's own), the hyperbolic form of the
+// paper's Algorithm 1 for downdates.
 //
 // Per column j the k rotations come from prefix sums of the diagonal,
-//   α₋₁ = L(j, j),   α_p² = α_{p−1}² + σ|w_jp|²,   c_p = α_p / α_{p−1},   s_p = w_jp / α_{p−1},
-// and are applied to a row i > j in the paper's order, L ← (L + σ s̄_p w_ip)/c_p then
-// w_ip ← c_p w_ip − s_p L (the new L: the "mixed" form, which is what keeps hyperbolic rotations
-// stable). Written with t = α_p·L the pair becomes one multiply-add each,
-//   t ← t + σ w̄_jp w_ip,   w_ip ← c_p w_ip − (s_p/α_p)·t,   L̃(i, j) = t / α_{k−1},
-// with no division inside the row loop, which runs down the column (contiguous in L and in each
-// column of W) and vectorises.
+//   α₋₁ = L(j, j),   α_p² = α_{p−1}² + σ|w_jp|².
+// Downdates (σ = −1): c_p = α_p / α_{p−1}, s_p = w_jp / α_{p−1}, applied to a row i > j in the
+// paper's order, L ← (L − s̄_p w_ip)/c_p then w_ip ← c_p w_ip − s_p L (the new L: the "mixed" form,
+// which is what keeps hyperbolic rotations stable). Written with t = α_p·L the pair becomes one
+// multiply-add each,
+//   t ← t − w̄_jp w_ip,   w_ip ← c_p w_ip − (s_p/α_p)·t,   L̃(i, j) = t / α_{k−1}.
+// Updates (σ = +1): the unitary rotation c_p = α_{p−1}/α_p ≤ 1, s_p = w_jp/α_p,
+//   L ← c_p L + s̄_p w_ip,   w_ip ← c_p w_ip − s_p L_old.
+// The paper uses the hyperbolic form for both; for an update its c_p = α_p/α_{p−1} is huge when
+// L(j, j) is tiny (a nearly singular direction), and w_ip ← c_p w_ip − … then cancels two terms of
+// that size: one diagonal of 1e-9 cost 8500 n·ε (the tiny-pivot test case). Unitary rotations
+// have |c|, |s| ≤ 1 and cost two multiply-adds more per element. Either way there is no division
+// inside the row loop, which runs down the column (contiguous in L and in each column of W) and
+// vectorises.
 //
 // A failed downdate must leave L as it was, so downdates run twice: a probe that computes every
 // rotation without storing L, and — only when every column succeeded — the same sweep again
@@ -51,8 +59,8 @@ struct Slot {
   T* w;      // n × k, ld n: V, transformed column by column
   T* t;      // n: the column being formed
   R* c;      // k rotation parameters of the current column
-  T* b;      // k: s_p / α_p
-  T* g;      // k: σ·conj(w_jp)
+  T* b;      // k: s_p / α_p (downdates), s_p (updates)
+  T* g;      // k: σ·conj(w_jp) (downdates), conj(s_p) (updates)
 
   static std::size_t bytes(std::int64_t n, std::int64_t k) {
     return align_up(sizeof(T) * std::size_t(n * k)) + align_up(sizeof(T) * std::size_t(n)) +
@@ -101,9 +109,16 @@ bool make_rotations(const Slot<T>& s, std::int64_t j, int n, int k, real_t<T> al
     square += sigma * abs2(w);
     if (!(square > 0) || !std::isfinite(square)) return false;
     const R current = std::sqrt(square);
-    s.c[p] = current / previous;
-    s.b[p] = scale(w, R(1) / (previous * current));
-    s.g[p] = scale(conj_(w), sigma);
+    if (sigma > 0) {  // unitary: c = α_{p−1}/α_p, s = w_jp/α_p; b = s, g = s̄
+      const R inverse = R(1) / current;
+      s.c[p] = previous * inverse;
+      s.b[p] = scale(w, inverse);
+      s.g[p] = scale(conj_(w), inverse);
+    } else {
+      s.c[p] = current / previous;
+      s.b[p] = scale(w, R(1) / (previous * current));
+      s.g[p] = scale(conj_(w), sigma);
+    }
     previous = current;
   }
   alpha_final = previous;
@@ -114,8 +129,24 @@ bool make_rotations(const Slot<T>& s, std::int64_t j, int n, int k, real_t<T> al
 // only when `store`). Touches W's rows [first, last) only, so row ranges may run concurrently.
 template <class T>
 void apply_rows(const Slot<T>& s, T* column, int n, int k, std::int64_t first, std::int64_t last,
-                real_t<T> alpha, real_t<T> inverse_final, bool store) {
+                real_t<T> alpha, real_t<T> inverse_final, bool store, bool unitary) {
   T* __restrict t = s.t;
+  if (unitary) {  // updates: t = L(i, j) itself, rotated by (c, s) against each column of W
+    for (std::int64_t i = first; i < last; ++i) t[i] = column[i];
+    for (int p = 0; p < k; ++p) {
+      T* __restrict w = s.w + std::int64_t(p) * n;
+      const real_t<T> c = s.c[p];
+      const T b = s.b[p], g = s.g[p];
+      for (std::int64_t i = first; i < last; ++i) {
+        const T old = t[i];
+        t[i] = scale(old, c) + mul(g, w[i]);
+        w[i] = scale(w[i], c) - mul(b, old);
+      }
+    }
+    if (store)
+      for (std::int64_t i = first; i < last; ++i) column[i] = t[i];
+    return;
+  }
   for (std::int64_t i = first; i < last; ++i) t[i] = scale(column[i], alpha);
   for (int p = 0; p < k; ++p) {
     T* __restrict w = s.w + std::int64_t(p) * n;
@@ -150,10 +181,11 @@ int sweep(ThreadPool* rows_in_parallel, const Slot<T>& s, T* l, std::int64_t ldl
       const std::int64_t tasks = (below + kRowsPerTask - 1) / kRowsPerTask;
       rows_in_parallel->parallel_for(static_cast<std::size_t>(tasks), [&](std::size_t task, unsigned) {
         const std::int64_t first = j + 1 + std::int64_t(task) * kRowsPerTask;
-        apply_rows(s, column, n, k, first, std::min<std::int64_t>(first + kRowsPerTask, n), alpha, inverse_final, store);
+        apply_rows(s, column, n, k, first, std::min<std::int64_t>(first + kRowsPerTask, n), alpha, inverse_final, store,
+                   sigma > 0);
       });
     } else {
-      apply_rows(s, column, n, k, j + 1, n, alpha, inverse_final, store);
+      apply_rows(s, column, n, k, j + 1, n, alpha, inverse_final, store, sigma > 0);
     }
     if (store) column[j] = T(alpha_final);
   }

@@ -1,16 +1,21 @@
 // cholupdate on the GPU, after shared/papers/rank-k-cholesky-update-gpu.txt.
 //
-// The arithmetic is the CPU path's (cholupdate_cpu.cpp): Algorithm 1 of §2 in its hyperbolic
-// form, column j's k rotations generated together from prefix sums of the diagonal,
-//   α₋₁ = L(j, j),  α_p² = α_{p−1}² + σ|w_jp|²,  c_p = α_p/α_{p−1},
-// and applied to row i in the mixed form with t = α_p·L(i, j):
-//   t ← α₋₁·L(i, j);  for p: t ← t + σ w̄_jp w_ip;  w_ip ← c_p w_ip − (w_jp/(α_{p−1}α_p))·t;
+// The arithmetic is the CPU path's (cholupdate_cpu.cpp): column j's k rotations generated together
+// from prefix sums of the diagonal, α₋₁ = L(j, j), α_p² = α_{p−1}² + σ|w_jp|². Downdates use
+// Algorithm 1 of §2 in its hyperbolic form, c_p = α_p/α_{p−1}, applied to row i in the mixed form
+// with t = α_p·L(i, j):
+//   t ← α₋₁·L(i, j);  for p: t ← t − w̄_jp w_ip;  w_ip ← c_p w_ip − (w_jp/(α_{p−1}α_p))·t;
 //   L̃(i, j) = t/α_{k−1}.
+// Updates use unitary plane rotations, c_p = α_{p−1}/α_p, s_p = w_jp/α_p:
+//   t ← L(i, j);  for p: (t, w_ip) ← (c_p t + s̄_p w_ip, c_p w_ip − s_p t);  L̃(i, j) = t
+// (the hyperbolic form cancels terms of size 1/L(j, j) in an update when L(j, j) is tiny; see
+// cholupdate_cpu.cpp). Both are stored in the same fields: c, bneg (−w_jp/(α_{p−1}α_p) or −s_p),
+// g (−w̄_jp or s̄_p), and scal = {α₋₁, 1/α_{k−1}, α_{k−1}} (updates: {1, 1, α_{k−1}}).
 // Each thread owns one row i and holds its k entries of W = V (transformed as the columns go by)
 // in registers: the paper's ElementsPerThread (§4.1) is k, rounded up to a template size
 // K ∈ {1, 4, 16, 32, 64} (k ≤ 64; the p < k guards cost predicated-off instructions only).
-// Per column, the rotation parameters — c (real), −w_jp/(α_{p−1}α_p) and σw̄_jp for each p, and
-// α₋₁, 1/α_{k−1}, α_{k−1} — are made by the thread owning row j and read by every thread below it.
+// Per column, the rotation parameters are made by the thread (or warp) owning row j and read by
+// every thread below it.
 //
 // Four organisations:
 //
@@ -153,9 +158,16 @@ __device__ bool make_rotations(const D (&w)[K], int k, sreal_t<D> alpha, sreal_t
       const R next = fma(sigma, abs2(w[p]), square);
       if (next > R(0) && isfinite(next)) {
         const R current = sqrt(next);
-        out.c[p] = current / previous;
-        out.bneg[p] = w[p] * (R(-1) / (previous * current));
-        out.g[p] = conj_of(w[p]) * sigma;
+        if (sigma > R(0)) {  // unitary
+          const R inverse = R(1) / current;
+          out.c[p] = previous * inverse;
+          out.bneg[p] = w[p] * (-inverse);
+          out.g[p] = conj_of(w[p]) * inverse;
+        } else {
+          out.c[p] = current / previous;
+          out.bneg[p] = w[p] * (R(-1) / (previous * current));
+          out.g[p] = conj_of(w[p]) * sigma;
+        }
         square = next;
         previous = current;
       } else {
@@ -166,20 +178,34 @@ __device__ bool make_rotations(const D (&w)[K], int k, sreal_t<D> alpha, sreal_t
       }
     }
   }
-  out.scal[0] = alpha;
-  out.scal[1] = R(1) / previous;
+  const bool unitary = sigma > R(0);
+  out.scal[0] = unitary ? R(1) : alpha;
+  out.scal[1] = unitary ? R(1) : R(1) / previous;
   out.scal[2] = previous;
   return ok;
 }
 
-// Column `column` of `params` applied to one row: returns L̃(i, j), updates w.
+// Column `column` of `params` applied to one row: returns L̃(i, j), updates w. `unitary`: the
+// parameters are an update's plane rotations (see the top of the file), else a downdate's.
 template <class D, int K>
-__device__ D apply_column(D lij, D (&w)[K], int k, const Params<D>& params, int column) {
+__device__ D apply_column(D lij, D (&w)[K], int k, const Params<D>& params, int column, bool unitary) {
   using R = sreal_t<D>;
   const R* scal = params.scal + 3 * column;
   const R* c = params.c + column * params.stride;
   const D* bneg = params.bneg + column * params.stride;
   const D* g = params.g + column * params.stride;
+  if (unitary) {
+    D t = lij;
+#pragma unroll
+    for (int p = 0; p < K; ++p) {
+      if (p < k) {
+        const D old = t;
+        t = fma_(old * c[p], g[p], w[p]);
+        w[p] = fma_(w[p] * c[p], bneg[p], old);
+      }
+    }
+    return t;
+  }
   D t = lij * scal[0];
 #pragma unroll
   for (int p = 0; p < K; ++p) {
@@ -274,7 +300,7 @@ __global__ void __launch_bounds__(kSmallMaxN) small_kernel(D* l_all, long long l
       if (row && i > j) {
         const D lij = current;
         if (!is_finite(lij)) atomicOr(&bad, 1);
-        const D updated = apply_column(lij, w, k, slot, 0);
+        const D updated = apply_column(lij, w, k, slot, 0, sigma > sreal_t<D>(0));
         if (store) {
           if (staged) stage[packed_offset(n, i, j)] = updated;
           else L[i + j * ldl] = updated;
@@ -328,11 +354,11 @@ __device__ inline double shfl_idx(double x, int lane) { return __shfl_sync(0xfff
 __device__ inline float shfl_idx(float x, int lane) { return __shfl_sync(0xffffffffu, x, lane); }
 template <class R> __device__ inline Cx<R> shfl_idx(Cx<R> x, int lane) { return {shfl_idx(x.x, lane), shfl_idx(x.y, lane)}; }
 
-// Column j's rotations made by the whole warp, lane p making rotation p (the make_rotations
-// arithmetic, spread out): the owner's row of W and its diagonal are broadcast, the prefix sums
-// α_p² = α² + Σ_{q≤p} |w_jq|² come from a shuffle scan over lanes 0 … K−1, and with ρ_p = 1/α_p
-// (one reciprocal square root per lane, ρ₋₁ = 1/α) c_p = α_p·ρ_{p−1} and
-// −w_jp/(α_{p−1}α_p) = −w_jp·ρ_{p−1}ρ_p — no division. One lane making all k rotations (k
+// Column j's rotations (an update's unitary ones) made by the whole warp, lane p making rotation p
+// (the make_rotations arithmetic, spread out): the owner's row of W and its diagonal are
+// broadcast, the prefix sums α_p² = α² + Σ_{q≤p} |w_jq|² come from a shuffle scan over lanes
+// 0 … K−1, and with ρ_p = 1/α_p (one reciprocal square root per lane, ρ₋₁ = 1/α)
+// c_p = α_{p−1}/α_p = α_{p−1}²·ρ_{p−1}·ρ_p and s_p = w_jp·ρ_p — no division. One lane making all k rotations (k
 // dependent square roots and 2k divisions, issued for the whole warp with one lane active) was
 // the larger part of the batch's time. Lane k−1 writes the new diagonal α_{k−1} to `diagonal`.
 // Returns false (on every lane) when some α_p² is not a positive finite number: inputs are
@@ -373,11 +399,11 @@ __device__ bool warp_rotations(const D (&w)[S][K], const D (&current)[S], int j,
       const R rho = rsqrt(next);
       const R rho_previous = rsqrt(previous_square);
       const R current_alpha = next * rho;
-      out.c[lane] = current_alpha * rho_previous;
-      out.bneg[lane] = mine * (-(rho_previous * rho));
-      out.g[lane] = conj_of(mine);
+      out.c[lane] = (previous_square * rho_previous) * rho;  // α_{p−1}/α_p
+      out.bneg[lane] = mine * (-rho);                       // −s_p
+      out.g[lane] = conj_of(mine) * rho;                    // s̄_p
       if (lane == k - 1) {
-        out.scal[1] = rho;
+        out.scal[1] = R(1);
         out.scal[2] = current_alpha;
         *diagonal = from_real<D>(current_alpha);
       }
@@ -392,7 +418,7 @@ __device__ bool warp_rotations(const D (&w)[S][K], const D (&current)[S], int j,
       }
     }
   }
-  if (lane == 0) out.scal[0] = alpha;
+  if (lane == 0) out.scal[0] = R(1);
   return __all_sync(0xffffffffu, ok);
 }
 
@@ -485,7 +511,7 @@ __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       const int i = lane + 32 * s;
-      if (i > j && i < n) L[i + j * ldl] = apply_column(current[s], w[s], k, slot, 0);
+      if (i > j && i < n) L[i + j * ldl] = apply_column(current[s], w[s], k, slot, 0, true);
     }
   }
   wait_async<0>();
@@ -574,7 +600,7 @@ __global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long
       if (row && i > j) {
         const D lij = L[i + j * ldl];
         finite = finite && is_finite(lij);
-        const D updated = apply_column(lij, w, k, tile, c);
+        const D updated = apply_column(lij, w, k, tile, c, sigma > sreal_t<D>(0));
         if constexpr (Commit) L[i + j * ldl] = updated;
       } else if (Commit && i == j) {
         L[j + j * ldl] = from_real<D>(tile.scal[3 * c + 2]);
@@ -599,7 +625,7 @@ __global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long
       if (row && lane > jl) {
         const D lij = L[i + j * ldl];
         finite = finite && is_finite(lij);
-        apply_column(lij, w, k, slot, 0);
+        apply_column(lij, w, k, slot, 0, sigma > sreal_t<D>(0));
       }
       if ((jl + 1) % kPublish == 0 || jl + 1 == kRowBlock || j + 1 == n) {
         __threadfence();  // every lane's parameter stores, before the counter moves

@@ -25,7 +25,14 @@ using linalg::is_complex_v;
 using linalg::real_t;
 using linalg::Sign;
 
-std::string name(FactorKind kind) { return kind == FactorKind::random ? "random" : "graded"; }
+std::string name(FactorKind kind) {
+  switch (kind) {
+    case FactorKind::random: return "random";
+    case FactorKind::graded: return "graded";
+    case FactorKind::tiny_pivot: return "tiny-pivot";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -71,8 +78,8 @@ void fill_factor(T* l, int n, FactorKind kind, std::mt19937_64& rng) {
   const double decades = std::is_same_v<R, float> ? 3.0 : 6.0;
   const double off = 0.2 / std::sqrt(double(std::max(n, 1)));
   for (int j = 0; j < n; ++j) {
-    const double d = kind == FactorKind::random ? diagonal(rng)
-                                                : std::pow(10.0, -decades * j / std::max(n - 1, 1));
+    double d = kind == FactorKind::graded ? std::pow(10.0, -decades * j / std::max(n - 1, 1)) : diagonal(rng);
+    if (kind == FactorKind::tiny_pivot && j == n / 3) d = std::is_same_v<R, float> ? 1e-4 : 1e-9;
     for (int i = 0; i < j; ++i) l[i + std::size_t(j) * n] = T(std::numeric_limits<R>::quiet_NaN());
     l[j + std::size_t(j) * n] = T(R(d));
     for (int i = j + 1; i < n; ++i) {

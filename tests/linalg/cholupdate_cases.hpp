@@ -18,6 +18,8 @@ namespace covflow::test {
 enum class FactorKind {
   random,  // L = D + N, D ∈ [1, 2], N strictly lower Gaussian with ‖N‖₂ ≈ 0.4: κ₂(LLᴴ) ≲ 20
   graded,  // the same with D_jj = 10^(−g·j/(n−1)), g = 3 (float) or 6 (double): κ₂(LLᴴ) ≈ 10^(2g)
+  tiny_pivot,  // random, but D_jj = 10^(−g) at j = ⌊n/3⌋ (g = 4 float, 9 double): one nearly
+               // singular direction, the case where hyperbolic (mixed-form) updates cancel
 };
 std::string name(FactorKind kind);
 
