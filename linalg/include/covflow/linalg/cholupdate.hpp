@@ -4,10 +4,11 @@
 //   A + V·Vᴴ   (Sign::update)     or     A − V·Vᴴ   (Sign::downdate),
 // in O(k·n²) operations instead of the O(n³) of refactoring.
 //
-// The algorithm is shared/papers/rank-k-cholesky-update-gpu.txt, Algorithm 1 (§2) in its
-// hyperbolic form: column j of L is combined with each of the k columns of V by a plane rotation
-// (update) or a hyperbolic rotation (downdate) that zeroes V's row j, applied in the "mixed" form
-// (the new L enters the update of V) that keeps downdates stable. The k rotations of a column are
+// The algorithm is shared/papers/rank-k-cholesky-update-gpu.txt, Algorithm 1 (§2): column j of L
+// is combined with each of the k columns of V by a unitary plane rotation (update, LINPACK
+// dchud's) or a hyperbolic rotation (downdate, in the paper's "mixed" form — the new L enters the
+// update of V — that keeps downdates stable) that zeroes V's row j. (The paper uses the hyperbolic
+// form for updates too; it loses accuracy when a diagonal entry of L is tiny.) The k rotations of a column are
 // generated together (their diagonals are prefix sums, so no rotation waits on the previous one's
 // square root) and applied to each row as one pass over the k columns of V held per thread — the
 // paper's ElementsPerThread panels (§4.1) with ElementsPerThread = k.
