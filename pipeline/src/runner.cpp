@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -329,6 +330,20 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
     lane.issued_from.clear();
   };
 
+  // Stage i failed (already logged by the caller): the frame leaves as dropped for `reason`, after
+  // the GPU work it queued has finished.
+  const auto drop_failed_at = [&](std::size_t i, const char* problem, std::string_view reason) {
+    slot.stages[i].outcome = StageRecord::Outcome::failed;
+    slot.problem = problem;
+    metrics_.stage_failed(i);
+    if (gpu) {
+      try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
+    }
+    slot.times.done_ns = now_ns();
+    metrics_.frame_dropped(reason);
+    complete(slot);
+  };
+
   if (gpu) gpu->begin(parity);
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     Stage& stage = *stages_[i];
@@ -360,40 +375,17 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
         last_event = i;
       }
     } catch (const FrameError& e) {
-      record.outcome = StageRecord::Outcome::failed;
-      slot.problem = e.what();
       log_->warn("frame {} dropped by stage {} ({}): {}", slot.sequence, stage.name(), e.reason(), e.what());
-      metrics_.stage_failed(i);
-      if (gpu) {
-        try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
-      }
-      slot.times.done_ns = now_ns();
-      metrics_.frame_dropped(e.reason());
-      complete(slot);
+      drop_failed_at(i, e.what(), e.reason());
       return;
     } catch (const std::exception& e) {
-      record.outcome = StageRecord::Outcome::failed;
-      slot.problem = e.what();
       log_->error("frame {} dropped: stage {} failed: {}", slot.sequence, stage.name(), e.what());
-      metrics_.stage_failed(i);
-      if (gpu) {
-        try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
-      }
-      slot.times.done_ns = now_ns();
-      metrics_.frame_dropped(drop_reason::stage_error);
-      complete(slot);
+      drop_failed_at(i, e.what(), drop_reason::stage_error);
       return;
     } catch (...) {
-      record.outcome = StageRecord::Outcome::failed;
-      slot.problem = "an exception that is not a std::exception";
-      log_->error("frame {} dropped: stage {} threw {}", slot.sequence, stage.name(), slot.problem);
-      metrics_.stage_failed(i);
-      if (gpu) {
-        try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
-      }
-      slot.times.done_ns = now_ns();
-      metrics_.frame_dropped(drop_reason::stage_error);
-      complete(slot);
+      const char* problem = "an exception that is not a std::exception";
+      log_->error("frame {} dropped: stage {} threw {}", slot.sequence, stage.name(), problem);
+      drop_failed_at(i, problem, drop_reason::stage_error);
       return;
     }
   }
