@@ -296,9 +296,25 @@ bool upper_untouched(const T* input, const T* result, int n) {
   return true;
 }
 
+template <class T>
+void make_downdate_fail_at(CholCase<T>& c, int b, int column) {
+  using R = real_t<T>;
+  const int n = c.n;
+  T* v = c.v.data() + std::size_t(b) * n * c.k;
+  const T* l = c.factor(b);
+  for (int p = 0; p < c.k; ++p)
+    for (int i = 0; i < column; ++i) v[i + std::size_t(p) * n] = T(0);
+  double norm2 = 0;
+  for (int p = 0; p < c.k; ++p) norm2 += abs2(v[column + std::size_t(p) * n]);
+  const double diagonal = std::real(l[column + std::size_t(column) * n]);
+  const R scale = R(std::sqrt(1.5 * diagonal * diagonal / norm2));
+  for (int p = 0; p < c.k; ++p) v[column + std::size_t(p) * n] *= scale;
+}
+
 #define COVFLOW_CHOL_CASES(T)                                                                             \
   template CholCase<T> make_update_case<T>(FactorKind, int, int, int, std::mt19937_64&);                 \
   template CholCase<T> make_downdate_case<T>(int, int, int, std::mt19937_64&, std::vector<T>*);          \
+  template void make_downdate_fail_at<T>(CholCase<T>&, int, int);                                        \
   template double reconstruction_error<T>(const CholCase<T>&, int, const T*);                            \
   template double factor_difference<T>(const T*, const T*, int);                                         \
   template PotrfReference<T> potrf_reference<T>(const CholCase<T>&, int);                                \

@@ -49,6 +49,13 @@ CholCase<T> make_update_case(FactorKind kind, int n, int k, int count, std::mt19
 template <class T>
 CholCase<T> make_downdate_case(int n, int k, int count, std::mt19937_64& rng, std::vector<T>* base = nullptr);
 
+// Makes matrix b of a downdate case fail at `column` (0-based): V's rows above it are zeroed, so
+// the columns before it see no change, and its row is scaled so that Σ_p |v_column,p|² =
+// 1.5·L(column, column)² — the hyperbolic rotations of that column then lose positive
+// definiteness, and cholupdate must report column + 1.
+template <class T>
+void make_downdate_fail_at(CholCase<T>& c, int b, int column);
+
 // ‖L̃L̃ᴴ − (LLᴴ ± VVᴴ)‖_F / ‖LLᴴ ± VVᴴ‖_F / (n·ε) for matrix b of the case, with `result` the
 // computed factor (n×n, ld n; only its lower triangle is read). For n ≤ kExactLimit computed
 // exactly (long double for double T, double for float T); above it estimated with

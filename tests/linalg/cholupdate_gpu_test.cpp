@@ -167,25 +167,14 @@ TYPED_TEST(CholupdateGpu, MatchesLapackPotrfAndTheCpuPath) {
 // downdated.
 TYPED_TEST(CholupdateGpu, FailingDowndateNamesTheColumnAndLeavesTheFactor) {
   using T = TypeParam;
-  using R = real_t<T>;
   Exec& exec = test::GpuTest::gpu();
   std::mt19937_64 rng(test::fresh_seed("cholupdate gpu failing downdate"));
   for (int n : {1, 40, 200, 256, 600, 2000}) {
     for (int k : {1, 3, 16}) {
       CholCase<T> c = test::make_downdate_case<T>(n, k, 4, rng);
       const int fail_column = n == 1 ? 0 : std::uniform_int_distribution<int>(0, n - 1)(rng);
-      for (int bad : {1, 3}) {
-        T* v = c.v.data() + std::size_t(bad) * n * k;
-        const T* l = c.factor(bad);
-        const int f = bad == 1 ? fail_column : n - 1;
-        for (int p = 0; p < k; ++p)
-          for (int i = 0; i < f; ++i) v[i + std::size_t(p) * n] = T(0);
-        double norm2 = 0;
-        for (int p = 0; p < k; ++p) norm2 += std::norm(std::complex<double>(v[f + std::size_t(p) * n]));
-        const double diagonal = std::real(l[f + std::size_t(f) * n]);
-        const R scale = R(std::sqrt(1.5 * diagonal * diagonal / norm2));
-        for (int p = 0; p < k; ++p) v[f + std::size_t(p) * n] *= scale;
-      }
+      test::make_downdate_fail_at(c, 1, fail_column);  // one somewhere
+      test::make_downdate_fail_at(c, 3, n - 1);        // one at the very last column
       const GpuRun<T> out = run_gpu(exec, c, Sign::downdate);
       EXPECT_EQ(out.info[1], fail_column + 1) << where("failing downdate", n, k, 1, c.seed);
       EXPECT_EQ(out.info[3], n) << where("failing downdate (last column)", n, k, 3, c.seed);
