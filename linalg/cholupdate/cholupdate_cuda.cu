@@ -59,14 +59,15 @@
 //          Murray & Saunders' method C1 generalised to rank k; not in the paper). Its only chain is
 //          the triangular solve for W, one step per 64 rows instead of one per column and rotation;
 //          the rest is parallel over columns and rows. Three kernels (trsm_kernel, column_kernel,
-//          apply_kernel); a guard decided per matrix on the device (W, m_j, z_j finite, diagonal
-//          positive, 1 + ‖W‖²_F ≤ 0.01/ε) lets apply_kernel write L̃ and mark the matrix done, or
-//          write nothing. Both pipeline_kernel launches follow unchanged and return at once for
+//          apply_kernel, on 64×64 tiles); a guard decided per matrix on the device (W, m_j, z_j
+//          finite, diagonal positive, 1 + ‖W‖²_F ≤ 0.01/ε, and ρ = max_r Σ_i |L(r, i)|‖w_i‖₁ /
+//          ‖L̃(r, :)‖ ≤ n) lets apply_kernel write L̃ and mark the matrix done, or write nothing. Both pipeline_kernel launches follow unchanged and return at once for
 //          matrices that are done, so the rejected ones (NaN, a bad diagonal, an ill-conditioned
 //          W) get the rotations and their diagnostics exactly as before. Downdates, k > 16 and
 //          n < 16k take the pipeline alone. The product path's buffers share the per-matrix
 //          workspace with the pipeline's parameters (stream order: the pipeline only writes there
-//          after the product kernels are done), so the workspace is still O(n·k) per matrix.
+//          after the product kernels are done): O(n·k) per matrix plus the apply's segment sums,
+//          k·64 elements per 64 × 1024 block of the factor (n = 5000, k = 16, double: 3.2 MB).
 //
 // No host synchronisation: status goes to `info` on the device.
 #include <cuda/atomic>
@@ -79,6 +80,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/async_copy.cuh"
 #include "../common/device_scalar.cuh"
 #include "cholupdate_impl.hpp"
 #include "covflow/linalg/cuda/check.hpp"
@@ -322,18 +324,6 @@ constexpr int kWarpMatrices = 4;  // matrices (warps) per block
 // waited on memory every column (the whole batch is in flight: 4096 × 33 KB of triangles, 2.7×
 // the L2). 4 × 64 rows of complex double is 4 KB per warp.
 template <int S> constexpr int warp_ring() { return S <= 2 ? 4 : 2; }
-
-// cp.async of one element into shared memory (sm_80+), and its group bookkeeping.
-template <class D>
-__device__ inline void copy_async(D* shared, const D* global) {
-  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(address), "l"(global), "n"(sizeof(D)) : "memory");
-}
-__device__ inline void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ inline void wait_async() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
 
 // Whether an element is finite, from the 32-bit words that hold its exponents only.
 template <class D>
@@ -765,7 +755,7 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
     constexpr bool has_product = product_rank(K);
     if constexpr (has_product) {
       if (product) {
-        allow_shared(trsm_kernel<D, K>, trsm_shared_bytes<D>());
+        allow_shared(trsm_kernel<D, K>, trsm_shared_bytes<D, K>());
         allow_shared(column_kernel<D, K>, column_shared_bytes<D, K>());
         allow_shared(apply_kernel<D, K>, apply_shared_bytes<D, K>());
       }
@@ -774,16 +764,19 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
       const unsigned matrices_here = static_cast<unsigned>(std::min(kMaxGridY, count - first));
       if constexpr (has_product) {
         if (product) {
-          const unsigned trsm_blocks = static_cast<unsigned>((n + kTrsmBlock - 1) / kTrsmBlock);
-          trsm_kernel<D, K><<<dim3(trsm_blocks, matrices_here), kTrsmThreads, trsm_shared_bytes<D>(), stream>>>(
+          const unsigned trsm_blocks = static_cast<unsigned>(ProductBuffers<D>::blocks(n));
+          trsm_kernel<D, K><<<dim3(trsm_blocks, matrices_here), kTrsmThreads, trsm_shared_bytes<D, K>(), stream>>>(
               L, l.ld, l.stride, V, v.ld, v.stride, n, k, product_work, first);
           COVFLOW_CHECK_LAUNCH();
-          column_kernel<D, K><<<dim3(trsm_blocks, matrices_here), kColumnWarps * 32, column_shared_bytes<D, K>(),
+          const unsigned column_blocks = static_cast<unsigned>((n + kColumnWarps - 1) / kColumnWarps);
+          column_kernel<D, K><<<dim3(column_blocks, matrices_here), kColumnWarps * 32, column_shared_bytes<D, K>(),
                                 stream>>>(n, product_work, first);
           COVFLOW_CHECK_LAUNCH();
-          const unsigned apply_blocks = static_cast<unsigned>((n + kApplyRows - 1) / kApplyRows);
-          apply_kernel<D, K><<<dim3(apply_blocks, matrices_here), apply_segments<D>() * 32, apply_shared_bytes<D, K>(),
-                               stream>>>(L, l.ld, l.stride, n, product_work, first, tau_limit, info.data());
+          const unsigned apply_blocks =
+              static_cast<unsigned>(ProductBuffers<D>::blocks(n) * ProductBuffers<D>::segments(n));
+          apply_kernel<D, K><<<dim3(apply_blocks, matrices_here), kTrsmBlock * apply_quarters<K>(),
+                               apply_shared_bytes<D, K>(), stream>>>(L, l.ld, l.stride, n, product_work, first,
+                                                                     tau_limit, info.data());
           COVFLOW_CHECK_LAUNCH();
         }
       }

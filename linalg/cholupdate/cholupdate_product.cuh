@@ -18,64 +18,74 @@
 // τ = 1 + ‖W‖²_F ≤ 0.01/ε (a bound on κ(G_j)). A matrix that fails the guard is not written; the
 // rotation pipeline then runs on it as before and reports what it finds (NaN, a bad diagonal).
 //
-// Three kernels, one matrix per grid.y:
-//   trsm_kernel     W = L⁻¹V, row blocks of kTrsmBlock = 64 rows, 256 threads, a per-matrix ticket
-//                   and progress counter as in pipeline_kernel (no deadlock without a cooperative
-//                   launch: a block only waits on row blocks taken before its own). Off the critical
-//                   path (before the block waits on anything) it inverts its diagonal block,
-//                   X = L_JJ⁻¹, and forms Y = X·L_{J,J−1}; as the W_I (I < J−1) are published it
-//                   accumulates R = V_J − Σ L_JI W_I and then T = X·R; the chain step itself is only
-//                   W_J = T − Y·W_{J−1}, a 64×64 by 64×k product, then the publish. It also stores
-//                   P_J = W_Jᴴ W_J (k×k) and adds tr P_J to ‖W‖²_F.
-//                   Threads: thread t owns row t mod 64 and a quarter of the k columns of W (k ≥ 4)
-//                   or of the tile's columns (k = 1). Shared memory: X, Y and one 64×64 buffer (the
-//                   L tile, later R's parts and two 64×k row blocks of W): 3·64²·sizeof(T) —
-//                   192 KB for complex double, one block per SM, ≤ 79 blocks per matrix at n = 5000.
-//   column_kernel   per column j: G_j = I + Σ_{I<J} P_I + Σ_{i∈J, i<j} w_iᴴ w_i, its Cholesky
-//                   factor, y_j, m_j, z_j. One block per row block J, one warp per 8 columns (the
-//                   warp's G is carried from column to column); the k×k factor in shared memory.
-//   apply_kernel    L̃ = L·M in place, lower triangle only. One block per 32 rows (lane = row, so
-//                   every read of L is a coalesced column segment), the row's columns split into
-//                   kApplySegments segments, one warp each. Pass 1 reads each segment's partial
-//                   Σ L(r, i) w_i; a suffix scan over the segments in shared memory gives each its
-//                   carry; pass 2 sweeps its segment right to left, reading L(r, j) before writing
-//                   L̃(r, j) (no element is read after another thread wrote it). Row blocks are
-//                   handed out longest first. Shared: segments × 32 rows × k partials (64 KB).
-//                   16 segments (512 threads, ≤ 128 registers); 8 for complex double, whose
-//                   S, w and z rows would not fit in 128 registers.
-// ptxas, sm_90: trsm_kernel 48–152 registers, column_kernel 32–39, apply_kernel 32–128 (double,
-// k = 16: 20 bytes spilled); no other spills.
+// The factor is cut into 64×64 tiles: row block R, column block J ≤ R. Three kernels, one matrix
+// per grid.y:
+//   trsm_kernel     W = L⁻¹V by row blocks of 64 rows, 256 threads, a per-matrix ticket and progress
+//                   counter as in pipeline_kernel (no deadlock without a cooperative launch: a block
+//                   only waits on row blocks taken before its own). Off the critical path (before the
+//                   block waits on anything) it inverts its diagonal block, X = L_JJ⁻¹, and forms
+//                   Y = X·L_{J,J−1}; as the W_I (I < J−1) are published it accumulates
+//                   R = V_J − Σ L_JI W_I (each thread a quarter of a tile's columns for all k, the
+//                   next tile's L already loading into registers while it waits), then T = X·R; the
+//                   chain step itself is only W_J = T − Y·W_{J−1}, a 64×64 by 64×k product, then the
+//                   publish. Afterwards, off the chain: the tiles' products L_RJ W_J summed per
+//                   segment of kSegmentTiles column blocks (the apply kernel's carries, below), and
+//                   the prefix I + Σ_{I≤J} W_Iᴴ W_I for column_kernel (a short chain of its own,
+//                   block J after block J−1), and ‖W‖²_F.
+//                   Shared: X (later W_J), Y, one tile buffer (L_JJ, L_{J,J−1}, then the quarters'
+//                   sums), R and one published W_I: 3·64² + 2·64·k elements — 225 KB for complex
+//                   double with k = 16, so one block per SM, ≤ 79 blocks per matrix at n = 5000.
+//   column_kernel   per column j, one warp: G_j = prefix_J + Σ_{i∈J, i<j} w_iᴴ w_i, its Cholesky
+//                   factor, y_j, m_j, z_j. Columns are independent given the prefix: 8 per block.
+//   apply_kernel    L̃ = L·M in place, lower triangle only. One block per (row block R, segment s of
+//                   kSegmentTiles column blocks): it starts from the carry Σ_{i right of s} L(r, i) w_i
+//                   (the trsm's segment sums to the right), and sweeps its tiles right to left; each
+//                   tile (with its rows of W, z and m) comes into shared memory by cp.async while the
+//                   one before is computed, thread (row, quarter of k) carries its part of S_j(r) from
+//                   column to column, the quarters' S_j(r)·z_j are summed by shuffles, and the new tile
+//                   is written back whole (coalesced). Row blocks are handed out longest first.
+// The tile products are computed twice (the trsm's accumulation and the apply's sweep), which keeps
+// the workspace at O(n²k/64²) per matrix for the segment sums: 3.2 MB for n = 5000, k = 16, double.
 #pragma once
 
 #include <cuda/atomic>
 
-#include <cstring>
+#include <cstdint>
+#include <type_traits>
 
+#include "../common/async_copy.cuh"
 #include "../common/device_scalar.cuh"
 
 namespace covflow::linalg::detail {
 namespace {
 
-constexpr int kTrsmBlock = 64;     // rows per trsm block (and columns per column_kernel block)
-constexpr int kTrsmThreads = 256;  // 64 rows × 4 groups
-constexpr int kColumnWarps = 8;    // column_kernel: 8 warps × 8 columns = one trsm block
-constexpr int kApplyRows = 32;     // apply_kernel: rows per block (one per lane)
+constexpr int kTrsmBlock = 64;     // rows per row block, and the side of a tile
+constexpr int kTrsmThreads = 256;  // trsm: 64 rows × 4 groups
+constexpr int kTileQuarter = kTrsmBlock / 4;  // trsm accumulation: columns of a tile per thread
+constexpr int kColumnWarps = 8;    // column_kernel: columns per block, one warp each
+constexpr int kSegmentTiles = 16;  // apply: column blocks one block sweeps
 
 // Per matrix, zeroed before every call.
 struct ProductStatus {
-  int ticket;    // next trsm row block to hand out
-  int progress;  // trsm row blocks whose W is published
-  int reject;    // the guard failed: a non-finite W, m or z, or a diagonal that is not finite and > 0
-  int done;      // apply_kernel committed L̃ (and wrote info = 0): the rotation pipeline skips it
-  double norm2;  // ‖W‖²_F, summed over row blocks
+  int ticket;         // next trsm row block to hand out
+  int progress;       // trsm row blocks whose W is published
+  int gram_progress;  // trsm row blocks whose gram prefix is published
+  int reject;         // the guard failed: a non-finite W, m or z, or a diagonal that is not finite and > 0
+  int done;           // apply_kernel committed L̃ (and wrote info = 0): the rotation pipeline skips it
+  double norm2;       // ‖W‖²_F, summed over row blocks
+  unsigned long long rho_bits;  // ρ = max_r s(r)/‖L̃(r, :)‖ (a non-negative double's bits: they order as it does)
 };
 
-constexpr bool product_rank(int K) { return K == 1 || K == 4 || K == 16; }
+// The guard on ρ. Both sources of error in L̃(r, :) — the triangular solve's backward error in W
+// (it updates by V − δL·W instead of V, |δL| ≤ nε|L|) and the cancellation in S_j(r)·z_j — are
+// bounded by ε times s(r) = Σ_i |L(r, i)|·‖w_i‖₁, against a row of size ‖L̃(r, :)‖ =
+// (A(r, r) + ‖v_r‖²)^½. In a numpy model of this path the reconstruction error was about 0.4·ρ·ε:
+// ρ ≈ 0.1–0.6 on random factors and 4–10 on graded ones (κ up to 1e12), but 1e6 with one diagonal
+// entry of 1e-9 above normal-sized entries — 2000 n·ε and worse, though τ = 1 + ‖W‖²_F was only
+// 4e14, near the τ guard. The product form commits only where ρ ≤ n, i.e. an error ≲ 0.4 n·ε.
+constexpr double kRhoLimitPerN = 1.0;
 
-template <class D>
-constexpr int apply_segments() {
-  return sizeof(D) >= 16 ? 8 : 16;  // complex double: half the warps, so S, w and z stay in registers
-}
+constexpr bool product_rank(int K) { return K == 1 || K == 4 || K == 16; }
 
 constexpr std::size_t align256_(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -84,26 +94,32 @@ constexpr std::size_t align256_(std::size_t bytes) { return (bytes + 255) / 256 
 template <class D>
 struct ProductBuffers {
   using R = sreal_t<D>;
-  D* w;     // n × K, row-major: w_i contiguous
-  D* z;     // n × K, row-major
-  R* m;     // n
-  D* gram;  // row blocks × K × K: P_J = W_Jᴴ W_J, row-major
+  D* w;        // n × K, row-major: w_i contiguous
+  D* z;        // n × K, row-major
+  R* m;        // n
+  D* prefix;   // (blocks + 1) × K × K: I + Σ_{I<J} W_Iᴴ W_I, row-major
+  D* partial;  // blocks × segments × K × 64: Σ_{J∈s} L_RJ W_J, as [R][s][p][row]
 
+  __host__ __device__ static int blocks(int n) { return (n + kTrsmBlock - 1) / kTrsmBlock; }
+  __host__ __device__ static int segments(int n) { return (blocks(n) + kSegmentTiles - 1) / kSegmentTiles; }
   __host__ __device__ static std::size_t bytes(int n, int K) {
-    const std::size_t blocks = std::size_t(n + kTrsmBlock - 1) / kTrsmBlock;
+    const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n));
     return 2 * align256_(sizeof(D) * std::size_t(n) * K) + align256_(sizeof(R) * std::size_t(n)) +
-           align256_(sizeof(D) * blocks * K * K);
+           align256_(sizeof(D) * (b + 1) * K * K) + align256_(sizeof(D) * b * s * K * kTrsmBlock);
   }
   __host__ __device__ static ProductBuffers carve(unsigned char* base, int n, int K) {
-    ProductBuffers b;
-    b.w = reinterpret_cast<D*>(base);
+    const std::size_t b = std::size_t(blocks(n));
+    ProductBuffers out;
+    out.w = reinterpret_cast<D*>(base);
     base += align256_(sizeof(D) * std::size_t(n) * K);
-    b.z = reinterpret_cast<D*>(base);
+    out.z = reinterpret_cast<D*>(base);
     base += align256_(sizeof(D) * std::size_t(n) * K);
-    b.m = reinterpret_cast<R*>(base);
+    out.m = reinterpret_cast<R*>(base);
     base += align256_(sizeof(R) * std::size_t(n));
-    b.gram = reinterpret_cast<D*>(base);
-    return b;
+    out.prefix = reinterpret_cast<D*>(base);
+    base += align256_(sizeof(D) * (b + 1) * K * K);
+    out.partial = reinterpret_cast<D*>(base);
+    return out;
   }
 };
 
@@ -120,18 +136,43 @@ template <class R> __device__ inline R shfl(R v, int lane) { return __shfl_sync(
 template <class R> __device__ inline Cx<R> shfl(Cx<R> v, int lane) { return {shfl(v.x, lane), shfl(v.y, lane)}; }
 template <class R> __device__ inline R shfl_xor(R v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 template <class R> __device__ inline Cx<R> shfl_xor(Cx<R> v, int mask) { return {shfl_xor(v.x, mask), shfl_xor(v.y, mask)}; }
+// |x| for reals, |re| + |im| for complex numbers (within √2 of the modulus, no square root).
+template <class R> __device__ inline R abs1(R v) { return fabs(v); }
+template <class R> __device__ inline R abs1(Cx<R> v) { return fabs(v.x) + fabs(v.y); }
 
-// out = row[0..K): one 16-byte load per 16 bytes where the row allows it (rows are K·sizeof(D)
-// apart from a 256-byte aligned base).
+// out = row[0..K) by 16-byte loads where the row allows it (rows are K·sizeof(D) apart from a
+// 256-byte aligned base, in global or shared memory). No memcpy: it would put `out` in local memory.
 template <class D, int K>
 __device__ inline void load_vector(const D* row, D (&out)[K]) {
-  constexpr std::size_t bytes = sizeof(D) * K;
-  if constexpr (bytes % 16 == 0) {
-    float4 raw[bytes / 16];
-    const float4* src = reinterpret_cast<const float4*>(row);
+  if constexpr (std::is_same_v<D, Cx<double>>) {
 #pragma unroll
-    for (std::size_t e = 0; e < bytes / 16; ++e) raw[e] = src[e];
-    memcpy(out, raw, bytes);
+    for (int p = 0; p < K; ++p) {
+      const double2 v = reinterpret_cast<const double2*>(row)[p];
+      out[p] = {v.x, v.y};
+    }
+  } else if constexpr (std::is_same_v<D, double> && K % 2 == 0) {
+#pragma unroll
+    for (int p = 0; p < K; p += 2) {
+      const double2 v = reinterpret_cast<const double2*>(row)[p / 2];
+      out[p] = v.x;
+      out[p + 1] = v.y;
+    }
+  } else if constexpr (std::is_same_v<D, Cx<float>> && K % 2 == 0) {
+#pragma unroll
+    for (int p = 0; p < K; p += 2) {
+      const float4 v = reinterpret_cast<const float4*>(row)[p / 2];
+      out[p] = {v.x, v.y};
+      out[p + 1] = {v.z, v.w};
+    }
+  } else if constexpr (std::is_same_v<D, float> && K % 4 == 0) {
+#pragma unroll
+    for (int p = 0; p < K; p += 4) {
+      const float4 v = reinterpret_cast<const float4*>(row)[p / 4];
+      out[p] = v.x;
+      out[p + 1] = v.y;
+      out[p + 2] = v.z;
+      out[p + 3] = v.w;
+    }
   } else {
 #pragma unroll
     for (int p = 0; p < K; ++p) out[p] = row[p];
@@ -151,6 +192,11 @@ __device__ inline void wait_at_least(int* counter, int target) {
   }
 }
 
+__device__ inline void release_store(int* counter, int value) {
+  cuda::atomic_ref<int, cuda::thread_scope_device> ref(*counter);
+  ref.store(value, cuda::memory_order_release);
+}
+
 // ---- W = L⁻¹V ------------------------------------------------------------------------------------
 
 template <int K>
@@ -160,9 +206,9 @@ struct TrsmShape {
   static constexpr int per_thread = K / p_groups;      // entries of W per thread
 };
 
-template <class D>
+template <class D, int K>
 constexpr std::size_t trsm_shared_bytes() {
-  return 3 * sizeof(D) * kTrsmBlock * kTrsmBlock + sizeof(sreal_t<D>) * kTrsmBlock;
+  return sizeof(D) * (3 * kTrsmBlock * kTrsmBlock + 2 * kTrsmBlock * K) + sizeof(sreal_t<D>) * kTrsmBlock;
 }
 
 template <class D, int K>
@@ -173,14 +219,17 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   using Shape = TrsmShape<K>;
   constexpr int B = kTrsmBlock;
   constexpr int PPT = Shape::per_thread;
+  constexpr int Q = kTileQuarter;
+  static_assert(4 * B * K <= B * B, "the quarters' sums share the tile buffer");
   extern __shared__ __align__(16) unsigned char smem[];
-  D* X = reinterpret_cast<D*>(smem);  // L_JJ⁻¹, column-major
+  D* X = reinterpret_cast<D*>(smem);  // L_JJ⁻¹, column-major; after step 5 ...
+  D* w_own = X;                       // ... this block's W_J [row][K]
   D* Y = X + B * B;                   // X·L_{J,J−1}, column-major
   D* buffer = Y + B * B;              // the L tile (row-major L_JJ, then column-major L_{J,J−1}) ...
-  D* parts = buffer;                  // ... then R's parts [l_group][row][K],
-  D* w_tile = parts + Shape::l_groups * B * K;  // W_I or W_{J−1} [row][K],
-  D* w_own = w_tile + B * K;                    // and this block's W_J [row][K]
-  R* reciprocal = reinterpret_cast<R*>(buffer + B * B);  // 1/L(i, i)
+  D* parts = buffer;                  // ... then the quarters' sums [quarter][row][K]
+  D* rhs = buffer + B * B;            // R = V_J − Σ L_JI W_I [row][K]
+  D* w_tile = rhs + B * K;            // a published W_I [row][K]
+  R* reciprocal = reinterpret_cast<R*>(w_tile + B * K);  // 1/L(i, i)
   __shared__ int taken;
 
   const long long m = first_matrix + blockIdx.y;
@@ -196,6 +245,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   const int J = taken;
   const int r0 = J * B;
   const int rows = n - r0 < B ? n - r0 : B;
+  const int segments = ProductBuffers<D>::segments(n);
   bool bad = false;
 
   // 1. L_JJ, row-major, padded with the identity; the diagonal checked as the rotations would.
@@ -252,36 +302,88 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
 #pragma unroll
     for (int e = 0; e < B / 4; ++e) Y[(group + 4 * e) * B + r] = acc[e];
   }
+  for (int e = t; e < B * K; e += kTrsmThreads) {
+    const int i = e / K, p = e % K;
+    rhs[e] = (i < rows && p < k) ? V[(r0 + i) + p * ldv] : zero;
+  }
   __syncthreads();  // the buffer is free again
 
-  // 4. R = V_J − Σ_{I<J−1} L_JI W_I, tile by tile as the W_I are published.
-  const int r = t % B, group = t / B;
-  const int pg = group % Shape::p_groups, lg = group / Shape::p_groups;
-  const int p0 = pg * PPT;
-  const bool row = r < rows;
-  D acc[PPT];
+  // 4. R = V_J − Σ_{I<J−1} L_JI W_I, tile by tile as the W_I are published. Thread (ra, quarter)
+  //    sums a quarter of the tile's columns for every p; close() folds the quarters into R and into
+  //    this row block's sum for segment `open` of the apply (written at the segment's first close,
+  //    added to after).
+  const int ra = t % B, quarter = t / B;
+  const bool row_a = ra < rows;
+  D acc[K];
 #pragma unroll
-  for (int e = 0; e < PPT; ++e) acc[e] = (lg == 0 && row && p0 + e < k) ? V[(r0 + r) + (p0 + e) * ldv] : zero;
+  for (int p = 0; p < K; ++p) acc[p] = zero;
+  int open = 0;
+  bool fresh = true;
+  const auto close = [&]() {
+#pragma unroll
+    for (int p = 0; p < K; ++p) {
+      parts[(quarter * B + ra) * K + p] = acc[p];
+      acc[p] = zero;
+    }
+    __syncthreads();
+    for (int e = t; e < B * K; e += kTrsmThreads) {
+      const D sum = (parts[e] + parts[B * K + e]) + (parts[2 * B * K + e] + parts[3 * B * K + e]);
+      rhs[e] -= sum;
+      D& slot = buf.partial[((std::size_t(J) * segments + open) * K + e % K) * B + e / K];
+      slot = fresh ? sum : slot + sum;
+    }
+    fresh = false;
+    __syncthreads();
+  };
+  const auto reopen = [&](int I) {  // tile I is next: close the open segment if I lies beyond it
+    if (I / kSegmentTiles != open) {
+      close();
+      open = I / kSegmentTiles;
+      fresh = true;
+    }
+  };
+  D lq[Q];  // this thread's quarter of the next tile of L
+  const auto load_quarter = [&](int I) {
+    const D* src = L + (r0 + ra) + (std::size_t(I) * B + quarter * Q) * ldl;
+#pragma unroll
+    for (int u = 0; u < Q; ++u) lq[u] = row_a ? src[u * ldl] : zero;
+  };
+  R s_row = R(0), l_row = R(0);  // this thread's parts of s(r) and of ‖L(r, :)‖² (the ρ guard)
+  const auto accumulate = [&](const D (&l)[Q], const D* w_rows) {
+#pragma unroll
+    for (int u = 0; u < Q; ++u) {
+      D w[K];
+      load_vector<D, K>(w_rows + (quarter * Q + u) * K, w);
+      R w_norm = R(0);
+#pragma unroll
+      for (int p = 0; p < K; ++p) {
+        acc[p] = fma_(acc[p], l[u], w[p]);
+        w_norm += abs1(w[p]);
+      }
+      s_row = fma(abs1(l[u]), w_norm, s_row);
+      l_row += abs2(l[u]);
+    }
+  };
+  if (J >= 2) load_quarter(0);
   for (int I = 0; I + 1 < J; ++I) {
+    D current[Q];
+#pragma unroll
+    for (int u = 0; u < Q; ++u) current[u] = lq[u];
+    if (I + 2 < J) load_quarter(I + 1);  // in flight while this block waits for W_I
+    reopen(I);
     if (t == 0) wait_at_least(&status.progress, I + 1);
     __syncthreads();
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(I) * B * K + e];
     __syncthreads();
-    if (row) {
-      const D* lrow = L + (r0 + r) + std::size_t(I) * B * ldl;
-      for (int l = lg; l < B; l += Shape::l_groups) {
-        const D neg = -lrow[l * ldl];
-#pragma unroll
-        for (int e = 0; e < PPT; ++e) acc[e] = fma_(acc[e], neg, w_tile[l * K + p0 + e]);
-      }
-    }
-    __syncthreads();  // w_tile is overwritten next
+    accumulate(current, w_tile);
   }
-#pragma unroll
-  for (int e = 0; e < PPT; ++e) parts[(lg * B + r) * K + p0 + e] = acc[e];
-  __syncthreads();
+  close();
 
-  // 5. T = X·R (the l groups' parts summed), then the chain step W_J = T − Y·W_{J−1}.
+  // 5. T = X·R, then the chain step W_J = T − Y·W_{J−1}.
+  const int r = t % B, group = t / B;
+  const int pg = group % Shape::p_groups, lg = group / Shape::p_groups;
+  const int p0 = pg * PPT;
+  const bool row = r < rows;
   D out[PPT];
 #pragma unroll
   for (int e = 0; e < PPT; ++e) out[e] = zero;
@@ -289,12 +391,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     for (int l = 0; l <= r; ++l) {
       const D x = X[l * B + r];
 #pragma unroll
-      for (int e = 0; e < PPT; ++e) {
-        D rl = parts[l * K + p0 + e];
-#pragma unroll
-        for (int g = 1; g < Shape::l_groups; ++g) rl += parts[(g * B + l) * K + p0 + e];
-        out[e] = fma_(out[e], x, rl);
-      }
+      for (int e = 0; e < PPT; ++e) out[e] = fma_(out[e], x, rhs[l * K + p0 + e]);
     }
   }
   if (J > 0) {
@@ -321,6 +418,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
       for (int e = 0; e < PPT; ++e) out[e] += (chains[0][e] + chains[1][e]) + (chains[2][e] + chains[3][e]);
     }
   }
+  __syncthreads();  // every read of X is done: W_J goes where X was
   if (lg == 0) {
 #pragma unroll
     for (int e = 0; e < PPT; ++e) {
@@ -332,18 +430,57 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   }
   __threadfence();  // every thread's W stores, before the counter moves
   __syncthreads();
-  if (t == 0) {
-    cuda::atomic_ref<int, cuda::thread_scope_device> progress(status.progress);
-    progress.store(J + 1, cuda::memory_order_release);
-  }
+  if (t == 0) release_store(&status.progress, J + 1);
 
-  // 6. P_J = W_Jᴴ W_J for column_kernel, tr P_J into ‖W‖²_F, and the guard's flags.
-  for (int e = t; e < K * K; e += kTrsmThreads) {
-    const int p = e / K, q = e % K;
-    D sum = zero;
-    for (int i = 0; i < B; ++i) sum = fma_conj(sum, w_own[i * K + p], w_own[i * K + q]);
-    buf.gram[std::size_t(J) * K * K + e] = sum;
-    if (p == q) atomicAdd(&status.norm2, double(real_part(sum)));
+  // 6. P_J = W_Jᴴ W_J into ‖W‖²_F and into the prefix I + Σ_{I≤J} P_I, after block J−1's.
+  D gram = zero;
+  if (t < K * K) {
+    const int p = t / K, q = t % K;
+    for (int i = 0; i < B; ++i) gram = fma_conj(gram, w_own[i * K + p], w_own[i * K + q]);
+    if (p == q) atomicAdd(&status.norm2, double(real_part(gram)));
+  }
+  if (t == 0 && J > 0) wait_at_least(&status.gram_progress, J);
+  __syncthreads();
+  if (t < K * K) {
+    const D before = J == 0 ? from_real<D>(R(t / K == t % K ? 1 : 0)) : buf.prefix[std::size_t(J) * K * K + t];
+    if (J == 0) buf.prefix[t] = before;
+    buf.prefix[std::size_t(J + 1) * K * K + t] = before + gram;
+  }
+  __threadfence();
+  __syncthreads();
+  if (t == 0) release_store(&status.gram_progress, J + 1);
+
+  // 7. The apply's segment sums, completed with tiles J−1 (W_{J−1} is still in w_tile) and J
+  //    (the diagonal tile: columns c ≤ row, the diagonal as its real part).
+  if (J >= 1) {
+    reopen(J - 1);
+    load_quarter(J - 1);
+    accumulate(lq, w_tile);
+  }
+  reopen(J);
+#pragma unroll
+  for (int u = 0; u < Q; ++u) {
+    const int c = quarter * Q + u;
+    lq[u] = row_a && c <= ra ? lower_element(L, ldl, r0 + ra, r0 + c) : zero;
+  }
+  accumulate(lq, w_own);
+  close();
+
+  // 8. ρ over this block's rows: s(r) / (‖L(r, :)‖² + ‖v_r‖²)^½, the quarters summed in the buffer.
+  R* sums = reinterpret_cast<R*>(parts);
+  sums[quarter * B + ra] = s_row;
+  sums[4 * B + quarter * B + ra] = l_row;
+  __syncthreads();
+  if (t < rows) {
+    R s_sum = R(0), size2 = R(0);
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      s_sum += sums[g * B + t];
+      size2 += sums[4 * B + g * B + t];
+    }
+    for (int p = 0; p < k; ++p) size2 += abs2(V[(r0 + t) + p * ldv]);
+    const double rho = double(s_sum) / sqrt(double(size2));  // NaN or Inf: refused below
+    atomicMax(&status.rho_bits, static_cast<unsigned long long>(__double_as_longlong(rho != rho ? HUGE_VAL : rho)));
   }
   if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
 }
@@ -352,17 +489,15 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
 
 template <class D, int K>
 constexpr std::size_t column_shared_bytes() {
-  return sizeof(D) * (K * K + kTrsmBlock * K + kColumnWarps * 2 * K * K) + sizeof(sreal_t<D>) * kColumnWarps * K;
+  return sizeof(D) * (kTrsmBlock * K + kColumnWarps * 2 * K * K) + sizeof(sreal_t<D>) * kColumnWarps * K;
 }
 
 template <class D, int K>
 __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, ProductWork<D> work, long long first_matrix) {
   using R = sreal_t<D>;
   constexpr int B = kTrsmBlock;
-  constexpr int kPerWarp = B / kColumnWarps;
   extern __shared__ __align__(16) unsigned char smem[];
-  D* base = reinterpret_cast<D*>(smem);  // I + Σ_{I<J} P_I, row-major
-  D* w_block = base + K * K;             // W_J [row][K]
+  D* w_block = reinterpret_cast<D*>(smem);  // rows r0 … of W [row][K]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   D* gram = w_block + B * K + warp * 2 * K * K;  // this warp's G_j
   D* chol = gram + K * K;                        // and its Cholesky factor
@@ -372,158 +507,232 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
   ProductStatus& status = work.status[m];
   if (status.reject != 0) return;  // uniform: written by the previous kernel
   const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
-  const int J = blockIdx.x;
+  const int c0 = blockIdx.x * kColumnWarps;
+  const int J = c0 / B;
   const int r0 = J * B;
-  const int rows = n - r0 < B ? n - r0 : B;
+  const int last = n < c0 + kColumnWarps ? n : c0 + kColumnWarps;  // rows r0 … last − 1 are read
   const D zero = from_real<D>(R(0));
 
-  for (int e = threadIdx.x; e < K * K; e += blockDim.x) {
-    D sum = from_real<D>(R(e / K == e % K ? 1 : 0));
-    for (int I = 0; I < J; ++I) sum += buf.gram[std::size_t(I) * K * K + e];
-    base[e] = sum;
-  }
-  for (int e = threadIdx.x; e < B * K; e += blockDim.x)
-    w_block[e] = e / K < rows ? buf.w[std::size_t(r0) * K + e] : zero;
+  for (int e = threadIdx.x; e < (last - r0) * K; e += blockDim.x) w_block[e] = buf.w[std::size_t(r0) * K + e];
   __syncthreads();
 
-  const int c0 = warp * kPerWarp;
-  if (c0 >= rows) return;  // no barrier below
-  // G for the warp's first column: the base plus the rows of the block above it.
+  const int j = c0 + warp;
+  if (j >= n) return;  // no barrier below
+  const int c = j - r0;
+  // G_j: the prefix of the row blocks above plus the rows of this block above j.
   for (int e = lane; e < K * K; e += 32) {
     const int p = e / K, q = e % K;
-    D sum = base[e];
-    for (int i = 0; i < c0; ++i) sum = fma_conj(sum, w_block[i * K + p], w_block[i * K + q]);
+    D sum = buf.prefix[std::size_t(J) * K * K + e];
+    for (int i = 0; i < c; ++i) sum = fma_conj(sum, w_block[i * K + p], w_block[i * K + q]);
     gram[e] = sum;
+    chol[e] = sum;
   }
   __syncwarp();
   bool bad = false;
-  for (int c = c0; c < c0 + kPerWarp && c < rows; ++c) {
-    // Cholesky of G_j (lower, right-looking), in place in `chol`.
-    for (int e = lane; e < K * K; e += 32) chol[e] = gram[e];
+  // Cholesky of G_j (lower, right-looking), in place in `chol`.
+#pragma unroll 1
+  for (int p = 0; p < K; ++p) {
+    const R d2 = real_part(chol[p * K + p]);
+    const bool ok = d2 > R(0) && isfinite(d2);
+    if (!ok) bad = true;
+    const R d = ok ? sqrt(d2) : R(1);
+    const R inv = R(1) / d;
+    if (lane == 0) reciprocal[p] = inv;
+    if (lane > p && lane < K) chol[lane * K + p] = chol[lane * K + p] * inv;
     __syncwarp();
-#pragma unroll 1
-    for (int p = 0; p < K; ++p) {
-      const R d2 = real_part(chol[p * K + p]);
-      const bool ok = d2 > R(0) && isfinite(d2);
-      if (!ok) bad = true;
-      const R d = ok ? sqrt(d2) : R(1);
-      const R inv = R(1) / d;
-      if (lane == 0) reciprocal[p] = inv;
-      if (lane > p && lane < K) chol[lane * K + p] = chol[lane * K + p] * inv;
-      __syncwarp();
-      for (int e = lane; e < K * K; e += 32) {
-        const int i = e / K, q = e % K;
-        if (q > p && q <= i) chol[e] = chol[e] - chol[i * K + p] * conj_of(chol[q * K + p]);
-      }
-      __syncwarp();
-    }
-    // u = C⁻¹ w_jᴴ (lane i holds entry i), m_j² = 1 + ‖u‖², then y = C⁻ᴴ u, z = y / m_j.
-    D b = lane < K ? conj_of(w_block[c * K + lane]) : zero;
-#pragma unroll 1
-    for (int p = 0; p < K; ++p) {
-      const D u = shfl(b, p) * reciprocal[p];
-      if (lane == p) b = u;
-      else if (lane > p && lane < K) b = b - chol[lane * K + p] * u;
-    }
-    const R m2 = R(1) + warp_sum(lane < K ? abs2(b) : R(0));
-#pragma unroll 1
-    for (int p = K - 1; p >= 0; --p) {
-      const D y = shfl(b, p) * reciprocal[p];
-      if (lane == p) b = y;
-      else if (lane < p) b = b - conj_of(chol[p * K + lane]) * y;
-    }
-    const R mj = sqrt(m2);
-    const D zj = b * (R(1) / mj);
-    if (!isfinite(mj) || (lane < K && !is_finite(zj))) bad = true;
-    const int j = r0 + c;
-    if (lane < K) buf.z[std::size_t(j) * K + lane] = zj;
-    if (lane == 0) buf.m[j] = mj;
-    // G_{j+1} = G_j + w_jᴴ w_j.
     for (int e = lane; e < K * K; e += 32) {
-      const int p = e / K, q = e % K;
-      gram[e] = fma_conj(gram[e], w_block[c * K + p], w_block[c * K + q]);
+      const int i = e / K, q = e % K;
+      if (q > p && q <= i) chol[e] = chol[e] - chol[i * K + p] * conj_of(chol[q * K + p]);
     }
     __syncwarp();
   }
+  // u = C⁻¹ w_jᴴ (lane i holds entry i), m_j² = 1 + ‖u‖², then y = C⁻ᴴ u, z = y / m_j.
+  D b = lane < K ? conj_of(w_block[c * K + lane]) : zero;
+#pragma unroll 1
+  for (int p = 0; p < K; ++p) {
+    const D u = shfl(b, p) * reciprocal[p];
+    if (lane == p) b = u;
+    else if (lane > p && lane < K) b = b - chol[lane * K + p] * u;
+  }
+  const R m2 = R(1) + warp_sum(lane < K ? abs2(b) : R(0));
+#pragma unroll 1
+  for (int p = K - 1; p >= 0; --p) {
+    const D y = shfl(b, p) * reciprocal[p];
+    if (lane == p) b = y;
+    else if (lane < p) b = b - conj_of(chol[p * K + lane]) * y;
+  }
+  const R mj = sqrt(m2);
+  const D zj = b * (R(1) / mj);
+  if (!isfinite(mj) || (lane < K && !is_finite(zj))) bad = true;
+  if (lane < K) buf.z[std::size_t(j) * K + lane] = zj;
+  if (lane == 0) buf.m[j] = mj;
   if (__any_sync(0xffffffffu, bad) && lane == 0) atomicOr(&status.reject, 1);
 }
 
 // ---- L̃ = L·M --------------------------------------------------------------------------------------
 
-template <class D, int K>
-constexpr std::size_t apply_shared_bytes() {
-  return sizeof(D) * apply_segments<D>() * K * kApplyRows;
+template <int K>
+constexpr int apply_quarters() {
+  return K >= 4 ? 4 : 1;  // threads per row, each carrying K / quarters entries of S_j(r)
 }
 
 template <class D, int K>
-__global__ void __launch_bounds__(apply_segments<D>() * 32) apply_kernel(D* l_all, long long ldl, long long stride_l,
-                                                                         int n, ProductWork<D> work,
-                                                                         long long first_matrix, double tau_limit,
-                                                                         int* info) {
+constexpr std::size_t apply_stage_bytes() {
+  return sizeof(D) * (kTrsmBlock * kTrsmBlock + 2 * kTrsmBlock * K) + sizeof(sreal_t<D>) * kTrsmBlock;
+}
+
+template <class D, int K>
+constexpr std::size_t apply_shared_bytes() {
+  return 2 * apply_stage_bytes<D, K>();
+}
+
+template <class D, int K>
+__global__ void __launch_bounds__(kTrsmBlock * apply_quarters<K>())
+    apply_kernel(D* l_all, long long ldl, long long stride_l, int n, ProductWork<D> work, long long first_matrix,
+                 double tau_limit, int* info) {
   using R = sreal_t<D>;
-  constexpr int S = apply_segments<D>();
+  constexpr int B = kTrsmBlock;
+  constexpr int Quarters = apply_quarters<K>();
+  constexpr int PQ = K / Quarters;
+  constexpr int kThreads = B * Quarters;
   extern __shared__ __align__(16) unsigned char smem[];
-  D* partial = reinterpret_cast<D*>(smem);  // [segment][p][lane]
 
   const long long m = first_matrix + blockIdx.y;
   ProductStatus& status = work.status[m];
   // The guard: uniform over the matrix (its inputs were written by the previous kernels).
-  if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit)) return;
+  if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit) ||
+      !(__longlong_as_double(static_cast<long long>(status.rho_bits)) <= kRhoLimitPerN * n))
+    return;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     info[m] = 0;
     status.done = 1;
   }
   const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
   D* L = l_all + m * stride_l;
-  const int lane = threadIdx.x % 32, segment = threadIdx.x / 32;
-  const int row_blocks = (n + kApplyRows - 1) / kApplyRows;
-  const int r0 = (row_blocks - 1 - static_cast<int>(blockIdx.x)) * kApplyRows;  // longest rows first
-  const int r = r0 + lane;
-  const int columns = n < r0 + kApplyRows ? n : r0 + kApplyRows;
-  const int begin = static_cast<int>(static_cast<long long>(segment) * columns / S);
-  const int end = static_cast<int>(static_cast<long long>(segment + 1) * columns / S);
-  const int last = r < n ? (end - 1 < r ? end - 1 : r) : begin - 1;  // the row's last column here
-  const D zero = from_real<D>(R(0));
+  const int segments = ProductBuffers<D>::segments(n);
+  const int row_block = ProductBuffers<D>::blocks(n) - 1 - static_cast<int>(blockIdx.x) / segments;  // longest first
+  const int segment = static_cast<int>(blockIdx.x) % segments;
+  if (segment > row_block / kSegmentTiles) return;
+  const int r0 = row_block * B;
+  const int top = row_block < (segment + 1) * kSegmentTiles - 1 ? row_block : (segment + 1) * kSegmentTiles - 1;
+  const int bottom = segment * kSegmentTiles;
 
-  // Pass 1: this segment's Σ L(r, i) w_i.
-  D sum[K];
-#pragma unroll
-  for (int p = 0; p < K; ++p) sum[p] = zero;
-  for (int j = begin; j <= last; ++j) {
-    const D l = lower_element(L, ldl, r, j);
-    D w[K];
-    load_vector<D, K>(buf.w + std::size_t(j) * K, w);
-#pragma unroll
-    for (int p = 0; p < K; ++p) sum[p] = fma_(sum[p], l, w[p]);
-  }
-#pragma unroll
-  for (int p = 0; p < K; ++p) partial[(segment * K + p) * kApplyRows + lane] = sum[p];
-  __syncthreads();
-  // Suffix scan over the segments: each gets the sum of those to its right (exclusive).
-  for (int e = threadIdx.x; e < K * kApplyRows; e += blockDim.x) {
-    D running = zero;
-    for (int s = S - 1; s >= 0; --s) {
-      const D here = partial[s * K * kApplyRows + e];
-      partial[s * K * kApplyRows + e] = running;
-      running += here;
+  struct Stage {
+    D* tile;  // column-major, 64 × 64
+    D* w;     // [column][K]
+    D* z;     // [column][K]
+    R* m;
+  };
+  const auto stage = [&](int b) {
+    unsigned char* base = smem + b * apply_stage_bytes<D, K>();
+    Stage s;
+    s.tile = reinterpret_cast<D*>(base);
+    s.w = s.tile + B * B;
+    s.z = s.w + B * K;
+    s.m = reinterpret_cast<R*>(s.z + B * K);
+    return s;
+  };
+  // Element (row, column) of tile J that the update reads and writes: inside the matrix and, on the
+  // diagonal tile, on or below the diagonal.
+  const auto inside = [&](int J, int rr, int c) {
+    return r0 + rr < n && J * B + c < n && (J < row_block || c <= rr);
+  };
+  // 16-byte pieces of a tile's columns where the layout allows (each column's 64 rows start
+  // 16-byte aligned); a piece reaching past row n or above the diagonal goes element by element.
+  constexpr int kPer = 16 / sizeof(D) > 0 ? 16 / sizeof(D) : 1;
+  const bool pieces = (ldl * static_cast<long long>(sizeof(D))) % 16 == 0 && reinterpret_cast<std::uintptr_t>(L) % 16 == 0;
+  const auto whole = [&](int J, int rr, int c) {  // elements rr … rr + kPer − 1 of column c all inside
+    return r0 + rr + kPer - 1 < n && J * B + c < n && (J < row_block || c <= rr);
+  };
+  const auto issue = [&](int J, int b) {
+    const Stage s = stage(b);
+    const int c0 = J * B;
+    if (pieces) {
+      for (int e = threadIdx.x * kPer; e < B * B; e += kThreads * kPer) {
+        const int c = e / B, rr = e % B;
+        const D* src = L + (r0 + rr) + std::size_t(c0 + c) * ldl;
+        if (whole(J, rr, c)) {
+          copy_async_16(s.tile + e, src);
+        } else {
+          for (int x = 0; x < kPer; ++x)
+            if (inside(J, rr + x, c)) copy_async(s.tile + e + x, src + x);
+        }
+      }
+    } else {
+      for (int e = threadIdx.x; e < B * B; e += kThreads) {
+        const int c = e / B, rr = e % B;
+        if (inside(J, rr, c)) copy_async(s.tile + e, L + (r0 + rr) + std::size_t(c0 + c) * ldl);
+      }
     }
-  }
-  __syncthreads();
+    const int columns = n - c0 < B ? n - c0 : B;
+    copy_range_async(s.w, buf.w + std::size_t(c0) * K, columns * K, threadIdx.x, kThreads);
+    copy_range_async(s.z, buf.z + std::size_t(c0) * K, columns * K, threadIdx.x, kThreads);
+    copy_range_async(s.m, buf.m + c0, columns, threadIdx.x, kThreads);
+    commit_async();
+  };
 
-  // Pass 2: right to left, S_j(r) = carry + Σ_{j<i≤last} L(r, i) w_i.
+  // Thread (r, q): row r of the block, entries q·PQ … of S_j(r). The carry: the segments to the right.
+  const int r = threadIdx.x / Quarters, q = threadIdx.x % Quarters;
+  const bool row_ok = r0 + r < n;
+  const D zero = from_real<D>(R(0));
+  D carry[PQ];
 #pragma unroll
-  for (int p = 0; p < K; ++p) sum[p] = partial[(segment * K + p) * kApplyRows + lane];
-  for (int j = last; j >= begin; --j) {
-    const D l = lower_element(L, ldl, r, j);
-    D w[K], z[K];
-    load_vector<D, K>(buf.w + std::size_t(j) * K, w);
-    load_vector<D, K>(buf.z + std::size_t(j) * K, z);
-    D value = l * buf.m[j];
+  for (int e = 0; e < PQ; ++e) carry[e] = zero;
+  for (int s = segment + 1; s <= row_block / kSegmentTiles; ++s)
 #pragma unroll
-    for (int p = 0; p < K; ++p) value = fma_(value, sum[p], z[p]);  // zero for j = r: nothing right of it
+    for (int e = 0; e < PQ; ++e)
+      carry[e] += buf.partial[((std::size_t(row_block) * segments + s) * K + q * PQ + e) * B + r];
+
+  issue(top, 0);
+  int b = 0;
+  for (int J = top; J >= bottom; --J, b ^= 1) {
+    if (J > bottom) {
+      issue(J - 1, b ^ 1);
+      wait_async<1>();
+    } else {
+      wait_async<0>();
+    }
+    __syncthreads();
+    const Stage s = stage(b);
+    const bool diagonal = J == row_block;
+    const int c0 = J * B;
+#pragma unroll 2
+    for (int j = B - 1; j >= 0; --j) {
+      const bool active = row_ok && c0 + j < n && (!diagonal || j <= r);
+      D l = active ? s.tile[j * B + r] : zero;
+      if (diagonal && j == r) l = from_real<D>(real_part(l));
+      D part = zero;  // S_j(r)·z_j: zero on the diagonal (nothing right of it in this row)
 #pragma unroll
-    for (int p = 0; p < K; ++p) sum[p] = fma_(sum[p], l, w[p]);
-    L[r + j * ldl] = value;
+      for (int e = 0; e < PQ; ++e) part = fma_(part, carry[e], s.z[j * K + q * PQ + e]);
+      if constexpr (Quarters == 4) {
+        part += shfl_xor(part, 1);
+        part += shfl_xor(part, 2);
+      }
+      if (active) {
+        if (q == 0) s.tile[j * B + r] = l * s.m[j] + part;
+#pragma unroll
+        for (int e = 0; e < PQ; ++e) carry[e] = fma_(carry[e], l, s.w[j * K + q * PQ + e]);
+      }
+    }
+    __syncthreads();
+    if (pieces) {
+      for (int e = threadIdx.x * kPer; e < B * B; e += kThreads * kPer) {
+        const int c = e / B, rr = e % B;
+        D* dst = L + (r0 + rr) + std::size_t(c0 + c) * ldl;
+        if (whole(J, rr, c)) {
+          *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(s.tile + e);
+        } else {
+          for (int x = 0; x < kPer; ++x)
+            if (inside(J, rr + x, c)) dst[x] = s.tile[e + x];
+        }
+      }
+    } else {
+      for (int e = threadIdx.x; e < B * B; e += kThreads) {
+        const int c = e / B, rr = e % B;
+        if (inside(J, rr, c)) L[(r0 + rr) + std::size_t(c0 + c) * ldl] = s.tile[e];
+      }
+    }
+    __syncthreads();  // the stage is refilled two tiles on
   }
 }
 
