@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../../linalg/cholupdate/cholupdate_impl.hpp"
@@ -272,6 +273,32 @@ TYPED_TEST(CholupdateGpu, ProductFormAgreesWithTheRotationsAndLeavesHugeWToThem)
       std::printf("[ product  ] n=%-4d k=%-2d reconstruction %.3f / %.3f (rotations) / %.3f n·ε\n", n, k, errors[0],
                   errors[1], errors[2]);
     }
+}
+
+// The ρ guard: one diagonal entry of 1e-9 under normal-sized entries (double precision) makes
+// s(r) = Σ_i |L(r, i)|·‖w_i‖₁ about 1e6 times the row, while τ = 1 + ‖W‖²_F can stay under the τ
+// guard's 0.01/ε (4e14 was seen); the product form then lost 48 to 4e6 n·ε before the ρ guard. It
+// must refuse every such matrix, and the rotations must reconstruct them.
+TYPED_TEST(CholupdateGpu, ProductFormRefusesATinyPivot) {
+  using T = TypeParam;
+  if constexpr (std::is_same_v<real_t<T>, float>) {
+    GTEST_SKIP() << "float's tiny pivot (1e-4) is within reach of the product form's accuracy";
+  } else {
+    Exec& exec = test::GpuTest::gpu();
+    std::mt19937_64 rng(test::fresh_seed("cholupdate gpu product tiny pivot"));
+    for (int n : {300, 1000})
+      for (int k : {1, 2, 16}) {
+        const CholCase<T> c = test::make_update_case<T>(FactorKind::tiny_pivot, n, k, 4, rng);
+        const GpuRun<T> out = run_gpu(exec, c, Sign::update);
+        EXPECT_EQ(product_committed(exec, c.count), std::vector<int>(c.count, 0))
+            << where("tiny pivot: committed by the product form", n, k, 0, c.seed);
+        const std::vector<double> errors = errors_of(c, out.l, {0, 1, 2, 3});
+        for (int b = 0; b < c.count; ++b) {
+          ASSERT_EQ(out.info[b], 0) << where("tiny pivot", n, k, b, c.seed);
+          EXPECT_LE(errors[b], test::chol_tolerance) << where("tiny pivot", n, k, b, c.seed);
+        }
+      }
+  }
 }
 
 // The dispatch table: which shapes the product form takes (updates, n > 256, k ≤ 16 — for which
