@@ -774,7 +774,7 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
           COVFLOW_CHECK_LAUNCH();
           const unsigned apply_blocks =
               static_cast<unsigned>(ProductBuffers<D>::blocks(n) * ProductBuffers<D>::segments(n));
-          apply_kernel<D, K><<<dim3(apply_blocks, matrices_here), kTrsmBlock * apply_quarters<K>(),
+          apply_kernel<D, K><<<dim3(apply_blocks, matrices_here), kApplyThreads,
                                apply_shared_bytes<D, K>(), stream>>>(L, l.ld, l.stride, n, product_work, first,
                                                                      tau_limit, info.data());
           COVFLOW_CHECK_LAUNCH();

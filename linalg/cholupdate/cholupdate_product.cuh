@@ -136,6 +136,8 @@ template <class R> __device__ inline R shfl(R v, int lane) { return __shfl_sync(
 template <class R> __device__ inline Cx<R> shfl(Cx<R> v, int lane) { return {shfl(v.x, lane), shfl(v.y, lane)}; }
 template <class R> __device__ inline R shfl_xor(R v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 template <class R> __device__ inline Cx<R> shfl_xor(Cx<R> v, int mask) { return {shfl_xor(v.x, mask), shfl_xor(v.y, mask)}; }
+template <class R> __device__ inline R shfl_down(R v, int delta) { return __shfl_down_sync(0xffffffffu, v, delta); }
+template <class R> __device__ inline Cx<R> shfl_down(Cx<R> v, int delta) { return {shfl_down(v.x, delta), shfl_down(v.y, delta)}; }
 // |x| for reals, |re| + |im| for complex numbers (within √2 of the modulus, no square root).
 template <class R> __device__ inline R abs1(R v) { return fabs(v); }
 template <class R> __device__ inline R abs1(Cx<R> v) { return fabs(v.x) + fabs(v.y); }
@@ -428,7 +430,8 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
       if (row) buf.w[std::size_t(r0 + r) * K + p0 + e] = value;
     }
   }
-  __threadfence();  // every thread's W stores, before the counter moves
+  // Every thread's W stores, then the counter: the barrier orders them before thread 0, whose
+  // release store (a gpu-scope fence, then the store) makes them visible with it.
   __syncthreads();
   if (t == 0) release_store(&status.progress, J + 1);
 
@@ -446,7 +449,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     if (J == 0) buf.prefix[t] = before;
     buf.prefix[std::size_t(J + 1) * K * K + t] = before + gram;
   }
-  __threadfence();
   __syncthreads();
   if (t == 0) release_store(&status.gram_progress, J + 1);
 
@@ -571,30 +573,43 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
 
 // ---- L̃ = L·M --------------------------------------------------------------------------------------
 
-template <int K>
-constexpr int apply_quarters() {
-  return K >= 4 ? 4 : 1;  // threads per row, each carrying K / quarters entries of S_j(r)
+// Four threads per row of a tile, splitting either the tile's 64 columns (each thread carries all
+// k entries of S_j(r) through 16 columns, after a suffix exchange of the quarters' sums through
+// shared memory; the quarters are in different warps, so a warp's 32 rows read and write 32
+// consecutive elements of a column and one row of w and z by broadcast) or,
+// where k entries do not fit in registers next to the rest (complex double, k = 16), the k entries
+// (each thread carries k/4 of them through all 64 columns, two shuffles per column for S_j(r)·z_j).
+// The column split has no shuffle in its per-column step and k independent multiply-adds.
+template <class D, int K>
+constexpr bool apply_column_split() {
+  return sizeof(D) * K <= 128;
 }
+constexpr int kApplyThreads = 4 * kTrsmBlock;
 
 template <class D, int K>
 constexpr std::size_t apply_stage_bytes() {
   return sizeof(D) * (kTrsmBlock * kTrsmBlock + 2 * kTrsmBlock * K) + sizeof(sreal_t<D>) * kTrsmBlock;
 }
 
+constexpr int exchange_chunk(int K) { return K < 4 ? K : 4; }  // entries exchanged per round
+
 template <class D, int K>
 constexpr std::size_t apply_shared_bytes() {
-  return 2 * apply_stage_bytes<D, K>();
+  return 2 * apply_stage_bytes<D, K>() +
+         (apply_column_split<D, K>() ? sizeof(D) * 4 * kTrsmBlock * exchange_chunk(K) : 0);
 }
 
 template <class D, int K>
-__global__ void __launch_bounds__(kTrsmBlock * apply_quarters<K>())
+__global__ void __launch_bounds__(kApplyThreads)
     apply_kernel(D* l_all, long long ldl, long long stride_l, int n, ProductWork<D> work, long long first_matrix,
                  double tau_limit, int* info) {
   using R = sreal_t<D>;
   constexpr int B = kTrsmBlock;
-  constexpr int Quarters = apply_quarters<K>();
-  constexpr int PQ = K / Quarters;
-  constexpr int kThreads = B * Quarters;
+  constexpr bool kSplitColumns = apply_column_split<D, K>();
+  constexpr int Quarters = 4;
+  constexpr int PQ = kSplitColumns ? K : K / Quarters;  // entries of S_j(r) per thread
+  constexpr int kThreads = kApplyThreads;
+  constexpr int kQuarterColumns = B / Quarters;
   extern __shared__ __align__(16) unsigned char smem[];
 
   const long long m = first_matrix + blockIdx.y;
@@ -671,8 +686,12 @@ __global__ void __launch_bounds__(kTrsmBlock * apply_quarters<K>())
     commit_async();
   };
 
-  // Thread (r, q): row r of the block, entries q·PQ … of S_j(r). The carry: the segments to the right.
-  const int r = threadIdx.x / Quarters, q = threadIdx.x % Quarters;
+  // Thread (r, q): row r of the block; columns q·16 … (column split) or entries q·PQ … of S_j(r).
+  // The carry (S at the right edge of the tile): the segments to the right to begin with.
+  const int r = kSplitColumns ? threadIdx.x % B : threadIdx.x / Quarters;
+  const int q = kSplitColumns ? threadIdx.x / B : threadIdx.x % Quarters;
+  const int p_first = kSplitColumns ? 0 : q * PQ;
+  D* exchange = reinterpret_cast<D*>(smem + 2 * apply_stage_bytes<D, K>());  // [quarter][row][chunk]
   const bool row_ok = r0 + r < n;
   const D zero = from_real<D>(R(0));
   D carry[PQ];
@@ -681,7 +700,7 @@ __global__ void __launch_bounds__(kTrsmBlock * apply_quarters<K>())
   for (int s = segment + 1; s <= row_block / kSegmentTiles; ++s)
 #pragma unroll
     for (int e = 0; e < PQ; ++e)
-      carry[e] += buf.partial[((std::size_t(row_block) * segments + s) * K + q * PQ + e) * B + r];
+      carry[e] += buf.partial[((std::size_t(row_block) * segments + s) * K + p_first + e) * B + r];
 
   issue(top, 0);
   int b = 0;
@@ -696,22 +715,80 @@ __global__ void __launch_bounds__(kTrsmBlock * apply_quarters<K>())
     const Stage s = stage(b);
     const bool diagonal = J == row_block;
     const int c0 = J * B;
-#pragma unroll 2
-    for (int j = B - 1; j >= 0; --j) {
-      const bool active = row_ok && c0 + j < n && (!diagonal || j <= r);
-      D l = active ? s.tile[j * B + r] : zero;
+    const auto active = [&](int j) { return row_ok && c0 + j < n && (!diagonal || j <= r); };
+    const auto element = [&](int j) {  // L(r, j) as the update reads it; zero where it does not
+      D l = active(j) ? s.tile[j * B + r] : zero;
       if (diagonal && j == r) l = from_real<D>(real_part(l));
-      D part = zero;  // S_j(r)·z_j: zero on the diagonal (nothing right of it in this row)
+      return l;
+    };
+    if constexpr (kSplitColumns) {
+      // Pass 1: this quarter's Σ L(r, i) w_i. Then the 4-lane suffix over the quarters: S starts
+      // at the carry plus the quarters to the right; the carry moves past the whole tile.
+      const int first = q * kQuarterColumns;
+      D sum[K];
 #pragma unroll
-      for (int e = 0; e < PQ; ++e) part = fma_(part, carry[e], s.z[j * K + q * PQ + e]);
-      if constexpr (Quarters == 4) {
+      for (int p = 0; p < K; ++p) sum[p] = zero;
+#pragma unroll 4
+      for (int u = 0; u < kQuarterColumns; ++u) {
+        const int j = first + u;
+        if (!active(j)) continue;
+        const D l = element(j);
+        D w[K];
+        load_vector<D, K>(s.w + j * K, w);
+#pragma unroll
+        for (int p = 0; p < K; ++p) sum[p] = fma_(sum[p], l, w[p]);
+      }
+      constexpr int C = exchange_chunk(K);
+#pragma unroll
+      for (int p0 = 0; p0 < K; p0 += C) {
+#pragma unroll
+        for (int e = 0; e < C; ++e) exchange[(q * B + r) * C + e] = sum[p0 + e];
+        __syncthreads();
+#pragma unroll
+        for (int e = 0; e < C; ++e) {
+          D right = zero, whole = exchange[r * C + e];
+#pragma unroll
+          for (int g = 1; g < Quarters; ++g) {
+            const D x = exchange[(g * B + r) * C + e];
+            whole += x;
+            if (g > q) right += x;
+          }
+          sum[p0 + e] = carry[p0 + e] + right;
+          carry[p0 + e] += whole;
+        }
+        __syncthreads();
+      }
+      // Pass 2: this quarter's columns right to left.
+#pragma unroll 2
+      for (int u = kQuarterColumns - 1; u >= 0; --u) {
+        const int j = first + u;
+        if (!active(j)) continue;
+        const D l = element(j);
+        D z[K], w[K];
+        load_vector<D, K>(s.z + j * K, z);
+        load_vector<D, K>(s.w + j * K, w);
+        D part[2] = {zero, zero};  // S_j(r)·z_j in two independent sums
+#pragma unroll
+        for (int p = 0; p < K; ++p) part[p & 1] = fma_(part[p & 1], sum[p], z[p]);
+        s.tile[j * B + r] = l * s.m[j] + (part[0] + part[1]);
+#pragma unroll
+        for (int p = 0; p < K; ++p) sum[p] = fma_(sum[p], l, w[p]);
+      }
+    } else {
+#pragma unroll 2
+      for (int j = B - 1; j >= 0; --j) {
+        const bool on = active(j);
+        const D l = element(j);
+        D part = zero;  // S_j(r)·z_j: zero on the diagonal (nothing right of it in this row)
+#pragma unroll
+        for (int e = 0; e < PQ; ++e) part = fma_(part, carry[e], s.z[j * K + q * PQ + e]);
         part += shfl_xor(part, 1);
         part += shfl_xor(part, 2);
-      }
-      if (active) {
-        if (q == 0) s.tile[j * B + r] = l * s.m[j] + part;
+        if (on) {
+          if (q == 0) s.tile[j * B + r] = l * s.m[j] + part;
 #pragma unroll
-        for (int e = 0; e < PQ; ++e) carry[e] = fma_(carry[e], l, s.w[j * K + q * PQ + e]);
+          for (int e = 0; e < PQ; ++e) carry[e] = fma_(carry[e], l, s.w[j * K + q * PQ + e]);
+        }
       }
     }
     __syncthreads();
