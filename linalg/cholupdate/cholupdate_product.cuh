@@ -33,7 +33,7 @@
 //                   the prefix I + Σ_{I≤J} W_Iᴴ W_I for column_kernel (a short chain of its own,
 //                   block J after block J−1), and ‖W‖²_F.
 //                   Shared: X (later W_J), Y, one tile buffer (L_JJ, L_{J,J−1}, then the quarters'
-//                   sums), R and one published W_I: 3·64² + 2·64·k elements — 225 KB for complex
+//                   sums), R, one published W_I and its rows' ‖w_i‖₁: 3·64² + 2·64·k elements — 225 KB for complex
 //                   double with k = 16, so one block per SM, ≤ 79 blocks per matrix at n = 5000.
 //   column_kernel   per column j, one warp: G_j = prefix_J + Σ_{i∈J, i<j} w_iᴴ w_i, its Cholesky
 //                   factor, y_j, m_j, z_j. Columns are independent given the prefix: 8 per block.
@@ -210,7 +210,7 @@ struct TrsmShape {
 
 template <class D, int K>
 constexpr std::size_t trsm_shared_bytes() {
-  return sizeof(D) * (3 * kTrsmBlock * kTrsmBlock + 2 * kTrsmBlock * K) + sizeof(sreal_t<D>) * kTrsmBlock;
+  return sizeof(D) * (3 * kTrsmBlock * kTrsmBlock + 2 * kTrsmBlock * K) + 2 * sizeof(sreal_t<D>) * kTrsmBlock;
 }
 
 template <class D, int K>
@@ -232,6 +232,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   D* rhs = buffer + B * B;            // R = V_J − Σ L_JI W_I [row][K]
   D* w_tile = rhs + B * K;            // a published W_I [row][K]
   R* reciprocal = reinterpret_cast<R*>(w_tile + B * K);  // 1/L(i, i)
+  R* w_norms = reciprocal + B;                           // ‖w_i‖₁ of the rows being accumulated
   __shared__ int taken;
 
   const long long m = first_matrix + blockIdx.y;
@@ -351,18 +352,24 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     for (int u = 0; u < Q; ++u) lq[u] = row_a ? src[u * ldl] : zero;
   };
   R s_row = R(0), l_row = R(0);  // this thread's parts of s(r) and of ‖L(r, :)‖² (the ρ guard)
+  // ‖w_i‖₁ of a 64-row block of W in shared memory, once per tile (not once per thread and row).
+  // Callers put a barrier between the rows' stores and this, and between this and its readers.
+  const auto norms_of = [&](const D* w_rows) {
+    if (t < B) {
+      R sum = R(0);
+#pragma unroll
+      for (int p = 0; p < K; ++p) sum += abs1(w_rows[t * K + p]);
+      w_norms[t] = sum;
+    }
+  };
   const auto accumulate = [&](const D (&l)[Q], const D* w_rows) {
 #pragma unroll
     for (int u = 0; u < Q; ++u) {
       D w[K];
       load_vector<D, K>(w_rows + (quarter * Q + u) * K, w);
-      R w_norm = R(0);
 #pragma unroll
-      for (int p = 0; p < K; ++p) {
-        acc[p] = fma_(acc[p], l[u], w[p]);
-        w_norm += abs1(w[p]);
-      }
-      s_row = fma(abs1(l[u]), w_norm, s_row);
+      for (int p = 0; p < K; ++p) acc[p] = fma_(acc[p], l[u], w[p]);
+      s_row = fma(abs1(l[u]), w_norms[quarter * Q + u], s_row);
       l_row += abs2(l[u]);
     }
   };
@@ -376,6 +383,8 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     if (t == 0) wait_at_least(&status.progress, I + 1);
     __syncthreads();
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(I) * B * K + e];
+    __syncthreads();
+    norms_of(w_tile);
     __syncthreads();
     accumulate(current, w_tile);
   }
@@ -457,6 +466,9 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   if (J >= 1) {
     reopen(J - 1);
     load_quarter(J - 1);
+    __syncthreads();
+    norms_of(w_tile);
+    __syncthreads();
     accumulate(lq, w_tile);
   }
   reopen(J);
@@ -465,6 +477,9 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     const int c = quarter * Q + u;
     lq[u] = row_a && c <= ra ? lower_element(L, ldl, r0 + ra, r0 + c) : zero;
   }
+  __syncthreads();
+  norms_of(w_own);
+  __syncthreads();
   accumulate(lq, w_own);
   close();
 
