@@ -532,12 +532,6 @@ std::size_t per_matrix_bytes(int n, int k) {
   return align256(Params<D>::bytes(n, k));
 }
 
-__device__ inline void wait_for(int* counter, int target) {
-  cuda::atomic_ref<int, cuda::thread_scope_device> ref(*counter);
-  while (ref.load(cuda::memory_order_acquire) < target) {
-  }
-}
-
 template <class D, int K, bool Commit>
 __global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long ldl, long long stride_l, const D* v_all,
                                                             long long ldv, long long stride_v, int n, int k,
@@ -580,7 +574,7 @@ __global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long
   for (int j0 = 0; j0 < tiled_end; j0 += kPublish) {
     const int columns = tiled_end - j0 < kPublish ? tiled_end - j0 : kPublish;
     if constexpr (!Commit) {
-      if (lane == 0) wait_for(&control.progress, j0 + columns);
+      if (lane == 0) wait_at_least(&control.progress, j0 + columns);
       __syncwarp();
     }
     for (int c = 0; c < columns; ++c) copy_column(tile, c, global, j0 + c, k, lane, kRowBlock);
@@ -620,10 +614,7 @@ __global__ void __launch_bounds__(kRowBlock) pipeline_kernel(D* l_all, long long
       if ((jl + 1) % kPublish == 0 || jl + 1 == kRowBlock || j + 1 == n) {
         __threadfence();  // every lane's parameter stores, before the counter moves
         __syncwarp();
-        if (lane == 0) {
-          cuda::atomic_ref<int, cuda::thread_scope_device> progress(control.progress);
-          progress.store(j + 1, cuda::memory_order_release);
-        }
+        if (lane == 0) release_store(&control.progress, j + 1);
       }
     }
     if (!finite) atomicOr(&control.bad, 1);

@@ -188,6 +188,8 @@ __device__ inline D lower_element(const D* L, long long ldl, int r, int c) {
   return r == c ? from_real<D>(real_part(v)) : v;
 }
 
+// The per-matrix progress counters (here and in cholupdate_cuda.cu's rotation pipeline): one thread
+// spins with acquire loads; one thread publishes with a release store.
 __device__ inline void wait_at_least(int* counter, int target) {
   cuda::atomic_ref<int, cuda::thread_scope_device> ref(*counter);
   while (ref.load(cuda::memory_order_acquire) < target) {
@@ -506,7 +508,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
 
 template <class D, int K>
 constexpr std::size_t column_shared_bytes() {
-  return sizeof(D) * (kTrsmBlock * K + kColumnWarps * 2 * K * K) + sizeof(sreal_t<D>) * kColumnWarps * K;
+  return sizeof(D) * (kTrsmBlock * K + kColumnWarps * K * K) + sizeof(sreal_t<D>) * kColumnWarps * K;
 }
 
 template <class D, int K>
@@ -516,9 +518,8 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
   extern __shared__ __align__(16) unsigned char smem[];
   D* w_block = reinterpret_cast<D*>(smem);  // rows r0 … of W [row][K]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  D* gram = w_block + B * K + warp * 2 * K * K;  // this warp's G_j
-  D* chol = gram + K * K;                        // and its Cholesky factor
-  R* reciprocal = reinterpret_cast<R*>(w_block + B * K + kColumnWarps * 2 * K * K) + warp * K;
+  D* chol = w_block + B * K + warp * K * K;  // this warp's G_j, then its Cholesky factor in place
+  R* reciprocal = reinterpret_cast<R*>(w_block + B * K + kColumnWarps * K * K) + warp * K;
 
   const long long m = first_matrix + blockIdx.y;
   ProductStatus& status = work.status[m];
@@ -541,7 +542,6 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
     const int p = e / K, q = e % K;
     D sum = buf.prefix[std::size_t(J) * K * K + e];
     for (int i = 0; i < c; ++i) sum = fma_conj(sum, w_block[i * K + p], w_block[i * K + q]);
-    gram[e] = sum;
     chol[e] = sum;
   }
   __syncwarp();
