@@ -4,7 +4,9 @@
 //                 (p = αAw, K = (α/2)wᴴp, q = p − Kw, A ← A − wqᴴ − qwᴴ);
 //   end of §2.2   the diagonal unitary S that turns it into a real symmetric tridiagonal;
 //   §3            implicit Wilkinson-shifted QR/QL with deflation (tridiagonal_qr.hpp, the code the
-//                 CPU tests check against LAPACK), its plane rotations accumulated into Z;
+//                 CPU tests check against LAPACK), its plane rotations accumulated into Z — for
+//                 n > 32 with eigenvectors only on the leaves of a divide and conquer
+//                 (tridiagonal_dc.hpp, Cuppen's method as LAPACK's ?stedc does it);
 //   then          V = Q·S·Z, the eigenvectors of A.
 //
 // Two organisations, by size:
@@ -18,7 +20,7 @@
 //         Budget (complex double, n = 32): A, Z and V with a padded leading dimension of 33,
 //         ≈ 46 KB per warp, 4 warps per block.
 //
-// n > 32  four kernels:
+// n > 32  kernels by stage:
 //   1. tridiagonalize_kernel — one thread-block cluster per matrix (sm_90 distributed shared
 //      memory). The packed lower triangle is spread over the C blocks of the cluster by columns,
 //      cyclically (column j in block j mod C), so every block keeps an equal share of the shrinking
@@ -28,16 +30,17 @@
 //      DSMEM; every block updates its own columns. Two cluster barriers per column.
 //      Beyond what 16 blocks hold (complex double n ≳ 700) the same reduction runs on A in global
 //      memory, one block per matrix.
-//   2. chase_kernel — one warp per matrix runs the QR iteration (all lanes in lockstep; the
-//      deflation scans are shared through ballots) and stores its rotations, one number each
-//      (Stewart's encoding) plus the plane, in a buffer of bounded size. When the buffer is full it
-//      stops at a sweep boundary and keeps its state; the host issues a fixed number of rounds
-//      (enough for 6n² rotations, 5× what a matrix typically needs; a round with nothing to do
-//      costs one empty launch), so nothing waits on the host.
-//   3. apply_kernel — one warp per 32 rows of Z (Z's rows in shared memory, lane = row) applies a
-//      round's rotations in order; consecutive rotations of a sweep share a column, which stays in
-//      a register (one shared-memory load and one store per rotation instead of two of each).
-//   4. finalize_kernel (sort, phases of S) and back_transform_kernel — V = Q·S·Z·P into A, each
+//   2. eigenvalues only: chase_kernel — one warp per matrix runs §3's QR iteration (all lanes in
+//      lockstep; the deflation scans shared through ballots; groups of shifts pipelined over the
+//      lanes) and writes the sorted eigenvalues.
+//   2'. with eigenvectors: divide and conquer on the real tridiagonal (tridiagonal_dc.hpp). §3's
+//      QR chain of ~n² dependent rotations per matrix was the whole heev's critical path (one
+//      latency-bound warp per matrix, its rotations applied to Z by other warps behind it); the
+//      divide and conquer runs §3's QR only on leaves of ≤ 16 rows (dc_leaf_kernel, a warp per
+//      leaf, rotations applied at once by the lanes), then merges the tree level by level
+//      (dc_merge_kernel, a block per node: deflation, one secular root per thread, Gu–Eisenstat
+//      vectors, the product with the children's eigenvectors), writing Z in place.
+//   3. finalize_kernel (sort, phases of S) and back_transform_kernel — V = Q·S·Z·P into A, each
 //      warp owning 4 columns of V in shared memory (8 lanes per column).
 //
 // No host synchronisation anywhere: per-matrix status goes to `info` on the device. A matrix
@@ -53,6 +56,7 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "heev_impl.hpp"
+#include "tridiagonal_dc.hpp"
 #include "tridiagonal_qr.hpp"
 
 namespace covflow::linalg::detail {
@@ -92,18 +96,13 @@ std::size_t cluster_smem(int n, int C) {
          sizeof(sreal_t<T>) * (std::size_t(n) + 40) + sizeof(int) * std::size_t(n);
 }
 
-template <class R> struct pair_of;
-template <> struct pair_of<float> { using type = float2; };
-template <> struct pair_of<double> { using type = double2; };
-template <class R> using pair_t = typename pair_of<R>::type;
 
 // ---- workspace ----------------------------------------------------------------------------
 
 // Per-matrix chase state kept between rounds.
 struct ChaseState {
   QrState qr;
-  int status;    // 0 running, 1 done, 2 no convergence, 3 skipped (non-finite input)
-  int count[2];  // rotations stored in each of the two buffers by the round that last filled it
+  int status;  // 0 running, 1 done, 2 no convergence, 3 skipped (non-finite input)
 };
 
 template <class T>
@@ -112,10 +111,8 @@ struct Layout {
   int n = 0;
   long long count = 0;
   bool vectors = false;
-  long long capacity = 0;  // rotations per matrix per round
-  int rounds = 0;
   std::size_t off_exponent = 0, off_state = 0, off_d = 0, off_e = 0, off_alpha = 0, off_b = 0, off_phase = 0,
-              off_perm = 0, off_reflectors = 0, off_z = 0, off_cs = 0, off_plane = 0, bytes = 0;
+              off_perm = 0, off_reflectors = 0, off_z = 0, bytes = 0;
 
   Layout(int n_, long long count_, bool vectors_) : n(n_), count(count_), vectors(vectors_) {
     std::size_t at = 0;
@@ -136,17 +133,6 @@ struct Layout {
       off_perm = take(sizeof(int) * cn);
       off_reflectors = take(sizeof(T) * static_cast<std::size_t>(count) * std::size_t(n) * std::size_t(n - 1) / 2);
       off_z = take(sizeof(R) * cn * std::size_t(n));
-      // The rotation buffer takes what is left of twice the input's size (at least 2n rotations).
-      const double n2 = double(n) * n;
-      const double left = 2.0 * n2 * sizeof(T) * 0.95 - n2 * sizeof(R) - n2 / 2 * sizeof(T) - 8.0 * n * sizeof(T);
-      // Two buffers, so that one round's rotations are applied while the next round is chased;
-      // each takes at least one group of up to 8 sweeps (tridiagonal_qr pauses only between groups).
-      capacity = std::max<long long>(8LL * n, static_cast<long long>(std::min(left / (2 * sizeof(R) + 2), 2.0 * n2)) / 2);
-      // Enough rounds for 4n² rotations, about 2.5 times the most a matrix of any kind took in the
-      // tests; past that a matrix reports no_convergence (LAPACK's own limit is 30n sweeps).
-      rounds = static_cast<int>((4.0 * n2 + capacity - 1) / capacity) + 1;
-      off_cs = take(2 * sizeof(R) * static_cast<std::size_t>(count) * capacity * 2);
-      off_plane = take(sizeof(std::uint16_t) * static_cast<std::size_t>(count) * capacity * 2);
     }
     bytes = at;
   }
@@ -165,10 +151,6 @@ struct Work {
   int* perm = nullptr;
   T* reflectors = nullptr;
   R* z = nullptr;
-  pair_t<R>* cs = nullptr;  // rotations (c, s): two buffers of count × capacity
-  std::uint16_t* plane = nullptr;
-  long long capacity = 0;   // per matrix and buffer
-  long long buffer_stride() const { return capacity; }
 };
 
 template <class T>
@@ -186,9 +168,6 @@ Work<T> bind(const Layout<T>& layout, std::byte* base) {
     w.perm = reinterpret_cast<int*>(base + layout.off_perm);
     w.reflectors = reinterpret_cast<T*>(base + layout.off_reflectors);
     w.z = reinterpret_cast<R*>(base + layout.off_z);
-    w.cs = reinterpret_cast<pair_t<R>*>(base + layout.off_cs);
-    w.plane = reinterpret_cast<std::uint16_t*>(base + layout.off_plane);
-    w.capacity = layout.capacity;
   }
   return w;
 }
@@ -659,7 +638,6 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
     ChaseState& st = work.state[b];
     st.qr = QrState{};
     st.status = 0;
-    st.count[0] = st.count[1] = 0;
   }
   cluster.sync();  // no block leaves while others may still read its shared memory
 #endif
@@ -772,59 +750,26 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(
     ChaseState& st = work.state[b];
     st.qr = QrState{};
     st.status = 0;
-    st.count[0] = st.count[1] = 0;
   }
 }
 
 // ============================================================================================
-// n > 32, kernels 2 and 3: the QR iteration in rounds, and the application of its rotations
+// n > 32, eigenvalues only: the QR iteration
 // ============================================================================================
 
-// Lane 0 stores rotations; every lane keeps the count so that reserve() agrees across the warp.
-template <class R>
-struct BufferSink {
-  pair_t<R>* cs;
-  std::uint16_t* plane;
-  long long capacity;
-  long long used = 0;
-  int lane;
-  __device__ bool reserve(int length) { return used + length <= capacity; }
-  __device__ void operator()(int j, R c, R s) {
-    if (lane == 0) {
-      cs[used] = pair_t<R>{c, s};
-      plane[used] = static_cast<std::uint16_t>(j);
-    }
-    ++used;
-  }
-  // A time step of pipelined sweeps: the active lanes store their rotations side by side.
-  __device__ void step(int j, R c, R s, bool on) {
-    const unsigned mask = __ballot_sync(0xffffffffu, on);
-    if (on) {
-      const long long slot = used + __popc(mask & ((1u << lane) - 1));
-      cs[slot] = pair_t<R>{c, s};
-      plane[slot] = static_cast<std::uint16_t>(j);
-    }
-    used += __popc(mask);
-  }
-};
-
-// One warp per matrix. d and e live in shared memory for the round and go back to the workspace.
-template <class R, bool Vectors, int kShifts>
-__global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, pair_t<R>* cs_all,
-                             std::uint16_t* plane_all, long long capacity, int buffer, int* info, R* w_out,
-                             const int* exponents, bool last_round) {
+// One warp per matrix runs §3's iteration (all lanes in lockstep; the deflation scans shared
+// through ballots) on d and e in shared memory, then ranks and writes the eigenvalues, unscaled.
+template <class R, int kShifts>
+__global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, int* info, R* w_out,
+                             const int* exponents) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   const long long b = static_cast<long long>(blockIdx.x) * warps + warp;
   if (b >= count) return;
   R* d = reinterpret_cast<R*>(smem_raw) + static_cast<std::size_t>(warp) * 2 * n;
   R* e = d + n;
-  ChaseState& st = states[b];
-  const int status = st.status;
-  if (status != 0) {
-    if (lane == 0) st.count[buffer] = 0;
-    if (!Vectors && status == 3)  // non-finite input: NaN eigenvalues for this matrix alone
-      for (int k = lane; k < n; k += 32) w_out[b * n + k] = R(NAN);
+  if (states[b].status == 3) {  // non-finite input: NaN eigenvalues for this matrix alone
+    for (int k = lane; k < n; k += 32) w_out[b * n + k] = R(NAN);
     return;
   }
   for (int k = lane; k < n; k += 32) {
@@ -832,106 +777,253 @@ __global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_al
     e[k] = e_all[b * n + k];
   }
   __syncwarp();
-  QrState qr = st.qr;
-  QrResult result;
-  long long used = 0;
-  if constexpr (Vectors) {
-    BufferSink<R> sink{cs_all + b * capacity, plane_all + b * capacity, capacity, 0, lane};
-    result = tridiagonal_qr<R, true, DefaultSweep, kShifts>(n, d, e, sink, qr, 30L * n);
-    used = sink.used;
-  } else {
-    NullSink<R> sink;
-    result = tridiagonal_qr<R, true, DefaultSweep, kShifts>(n, d, e, sink, qr, 30L * n);
-  }
+  QrState qr;
+  NullSink<R> sink;
+  const QrResult result = tridiagonal_qr<R, true, DefaultSweep, kShifts>(n, d, e, sink, qr, 30L * n);
   __syncwarp();
-  if (result == QrResult::paused && last_round) result = QrResult::no_convergence;
-  for (int k = lane; k < n; k += 32) {
-    d_all[b * n + k] = d[k];
-    e_all[b * n + k] = e[k];
-  }
-  if (lane == 0) {
-    st.qr = qr;
-    st.count[buffer] = static_cast<int>(used);
-    st.status = result == QrResult::done ? 1 : result == QrResult::paused ? 0 : 2;
-    if (result == QrResult::no_convergence) info[b] = status::no_convergence;
-  }
-  if constexpr (!Vectors) {
-    // Values only: everything ends here. Rank the eigenvalues and write them, unscaled.
-    if (result != QrResult::paused) {
-      const int exponent = exponents[b];
-      for (int i = lane; i < n; i += 32) {
-        const R v = d[i];
-        int rank = 0;
-        for (int j = 0; j < n; ++j) rank += (d[j] < v) || (d[j] == v && j < i);
-        w_out[b * n + rank] = scalbn(v, exponent);
-      }
-    }
+  if (lane == 0 && result != QrResult::done) info[b] = status::no_convergence;
+  const int exponent = exponents[b];
+  for (int i = lane; i < n; i += 32) {
+    const R v = d[i];
+    int rank = 0;
+    for (int j = 0; j < n; ++j) rank += (d[j] < v) || (d[j] == v && j < i);
+    w_out[b * n + rank] = scalbn(v, exponent);
   }
 }
 
-// Applies the round's rotations to `rows` rows of Z (one warp per block; lane = row; Z's rows sit
-// in shared memory, column j at zs[j·(rows+1)]). Records are staged 32 at a time in shared memory
-// and read back as broadcasts. The loop is software-pipelined: the two columns the next rotation
-// needs are loaded before this rotation's results are stored, and where the next rotation reads a
-// column this one writes (consecutive planes of a sweep always share one) the value is forwarded
-// in a register instead. The loop's dependency chain is then only the rotation's arithmetic.
+// ============================================================================================
+// n > 32 with eigenvectors, kernels 2 and 3: divide and conquer on the real tridiagonal
+// (tridiagonal_dc.hpp), §3's QR at the leaves
+// ============================================================================================
+
+constexpr int kLeafMax = 16;   // rows per leaf at most (COVFLOW_HEEV_LEAF=2…32 overrides, for measurements)
+constexpr int kLeafWarps = 4;  // leaves per block
+
 template <class R>
-__global__ void apply_kernel(int n, long long count, int chunks, int rows, const ChaseState* states, R* z_all,
-                             const pair_t<R>* cs_all, const std::uint16_t* plane_all, long long capacity, int buffer,
-                             bool first_round) {
+struct LeafShared {
+  static constexpr int ld = 33;
+  R z[32 * ld];
+  R d[32], e[32];
+};
+
+// One warp per leaf, as the small kernel runs §3: the torn leaf's QR iteration in every lane, each
+// lane applying the rotations to its own row of Z. The leaf's eigenvalues replace its part of d;
+// its eigenvectors fill its diagonal block of Z (nothing else of Z is read before it is written).
+template <class R>
+__global__ void __launch_bounds__(kLeafWarps * 32) dc_leaf_kernel(int n, long long count, int levels,
+                                                                  const ChaseState* states, R* d_all, const R* e_all,
+                                                                  R* z_all, int* info) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ R stage_c[32], stage_s[32];
-  __shared__ int stage_j[33];
-  const int lane = threadIdx.x & 31;
-  const long long b = blockIdx.x / chunks;
-  const int chunk = blockIdx.x % chunks;
-  if (b >= count) return;
-  const int records = states[b].count[buffer];
-  if (records == 0 && !first_round) return;
-  R* zs = reinterpret_cast<R*>(smem_raw);
-  const int zld = rows + 1;
-  const int zl = lane < rows ? lane : rows;  // lanes past `rows` work on the padding row nobody reads
-  const int row = chunk * rows + lane;
-  const bool mine = lane < rows && row < n;
-  R* z = z_all + b * static_cast<long long>(n) * n;
-  for (int j = 0; j < n; ++j)
-    zs[j * zld + zl] = first_round ? (row == j ? R(1) : R(0)) : (mine ? z[row + static_cast<long long>(j) * n] : R(0));
-  const pair_t<R>* cs = cs_all + b * capacity;
-  const std::uint16_t* plane = plane_all + b * capacity;
-  for (int base = 0; base < records; base += 32) {
-    const int batch = min(32, records - base);
-    __syncwarp();
-    if (lane < batch) {
-      const pair_t<R> rot = cs[base + lane];
-      stage_c[lane] = rot.x;
-      stage_s[lane] = rot.y;
-      stage_j[lane] = plane[base + lane];
-    }
-    __syncwarp();
-    int j = stage_j[0];
-    R x = zs[j * zld + zl], y = zs[(j + 1) * zld + zl];
-#pragma unroll 4
-    for (int t = 0; t < batch; ++t) {
-      const R c = stage_c[t], s = stage_s[t];
-      const int jn = t + 1 < batch ? stage_j[t + 1] : j;
-      // Next rotation's operands, loaded before this rotation stores.
-      const R xn_loaded = zs[jn * zld + zl];
-      const R yn_loaded = zs[(jn + 1) * zld + zl];
-      const R nx = s * y + c * x;  // new Z(·, j)
-      const R ny = c * y - s * x;  // new Z(·, j+1)
-      zs[j * zld + zl] = nx;
-      zs[(j + 1) * zld + zl] = ny;
-      x = jn == j ? nx : (jn == j + 1 ? ny : xn_loaded);
-      y = jn + 1 == j ? nx : (jn + 1 == j + 1 ? ny : yn_loaded);
-      j = jn;
-    }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long id = static_cast<long long>(blockIdx.x) * kLeafWarps + warp;
+  const long long b = id >> levels;
+  if (b >= count || states[b].status == 3) return;
+  const int leaf = static_cast<int>(id & ((1LL << levels) - 1));
+  auto& sh = reinterpret_cast<LeafShared<R>*>(smem_raw)[warp];
+  constexpr int ld = LeafShared<R>::ld;
+  const int first = dc_begin(n, levels, leaf), m = dc_begin(n, levels, leaf + 1) - first;
+  R* d = d_all + b * n;
+  const R* e = e_all + b * n;
+  if (lane < m) {
+    sh.d[lane] = d[first + lane];
+    sh.e[lane] = lane + 1 < m ? e[first + lane] : R(0);
   }
+  // Lanes past m own rows of the block that are not the leaf's; nothing reads them.
+  for (int j = 0; j < m; ++j) sh.z[lane + j * ld] = lane == j ? R(1) : R(0);
   __syncwarp();
-  if (mine)
-    for (int j = 0; j < n; ++j) z[row + static_cast<long long>(j) * n] = zs[j * zld + zl];
+  if (lane == 0) dc_tear_leaf(n, first, m, sh.d, e);
+  __syncwarp();
+  RowSink<R> sink{sh.z + lane, ld};
+  QrState state;
+  const QrResult result = tridiagonal_qr<R, true, DefaultSweep, 1>(m, sh.d, sh.e, sink, state, 30L * m);
+  __syncwarp();
+  if (lane == 0 && result != QrResult::done) info[b] = status::no_convergence;
+  if (lane < m) {
+    d[first + lane] = sh.d[lane];
+    R* z = z_all + b * static_cast<long long>(n) * n;
+    for (int j = 0; j < m; ++j) z[(first + lane) + static_cast<long long>(first + j) * n] = sh.z[lane + j * ld];
+  }
 }
 
-// After the last round (vectors): sort the eigenvalues, write them unscaled, record the column
+// Shared memory of a merge of m rows: a panel of kRows rows of Q (column c at panel[c·kRows]),
+// ten real and six integer arrays of m entries.
+template <class R>
+std::size_t merge_smem(int m, int rows) {
+  return sizeof(R) * (std::size_t(rows) + 10) * m + sizeof(int) * 6 * std::size_t(m);
+}
+
+// Sum or product over the kGroup consecutive threads that share an item, identical in each of them
+// (a butterfly: every partial combination is commutative, so the rounding is the same everywhere).
+// The groups of a warp run different items and may diverge from each other (a root may take more
+// steps than its neighbour's), so each shuffles under its own mask.
+template <int kGroup>
+__device__ unsigned group_mask() {
+  return kGroup == 32 ? 0xffffffffu : ((1u << kGroup) - 1) << ((threadIdx.x & 31) & ~(kGroup - 1));
+}
+template <int kGroup>
+struct GroupSum {
+  template <class V> __device__ V operator()(V v) const {
+    const unsigned mask = group_mask<kGroup>();
+#pragma unroll
+    for (int offset = kGroup / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(mask, v, offset);
+    return v;
+  }
+};
+template <int kGroup>
+struct GroupProduct {
+  template <class V> __device__ V operator()(V v) const {
+    const unsigned mask = group_mask<kGroup>();
+#pragma unroll
+    for (int offset = kGroup / 2; offset > 0; offset >>= 1) v *= __shfl_xor_sync(mask, v, offset);
+    return v;
+  }
+};
+
+// One block per (matrix, node of `level`): merges the node's two children (tridiagonal_dc.hpp
+// steps 1–4). Deflation is one thread's sequential scan. Every other step works on items (a root,
+// an entry of ẑ, a column of the product) shared by kGroup consecutive threads — the top merges
+// are one block per matrix, so the parallelism has to come from inside the node: roots, ẑ and
+// norms split their sums over the group; the product Q·U goes by panels of kRows rows of Q, loaded
+// into shared memory with the deflation's rotations applied, each thread forming kRows/kGroup
+// rows of one column (its entries of U computed on the fly). A panel is stored over the rows it
+// was loaded from, so the node's block of Z is updated in place.
+template <class R, int kRows, int kGroup, int kThreads>
+__global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long count, int level,
+                                                            const ChaseState* states, R* d_all, const R* e_all,
+                                                            R* z_all, int* info) {
+  constexpr int kMine = kRows / kGroup;  // rows of a panel per thread
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ DcCounts counts;
+  __shared__ int failed;
+  const long long b = static_cast<long long>(blockIdx.x) >> level;
+  const int node = static_cast<int>(blockIdx.x & ((1u << level) - 1));
+  if (b >= count || states[b].status == 3) return;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int part = tid % kGroup, items = nt / kGroup;
+  const int first = dc_begin(n, level, node), m = dc_begin(n, level, node + 1) - first;
+  const int m1 = dc_begin(n, level + 1, 2 * node + 1) - first;
+
+  R* panel = reinterpret_cast<R*>(smem_raw);
+  R* lam = panel + static_cast<std::size_t>(kRows) * m;
+  R* zv = lam + m;
+  R* kept_d = zv + m;
+  R* kept_z = kept_d + m;
+  R* gone_d = kept_z + m;
+  R* rot_c = gone_d + m;
+  R* rot_s = rot_c + m;
+  R* tau = rot_s + m;
+  R* zhat = tau + m;
+  R* scale = zhat + m;
+  int* order = reinterpret_cast<int*>(scale + m);
+  int* kept_col = order + m;
+  int* gone_col = kept_col + m;
+  int* rot_p = gone_col + m;
+  int* rot_q = rot_p + m;
+  int* origin = rot_q + m;
+
+  R* d = d_all + b * n + first;
+  R* z = z_all + b * static_cast<long long>(n) * n;
+  auto Z = [&](int r, int c) -> R& { return z[(first + r) + static_cast<long long>(first + c) * n]; };
+  const R beta = e_all[b * n + first + m1 - 1];
+  const R rho = R(2) * fabs(beta);
+  const R inv_sqrt2 = R(0.707106781186547524400844362104849039);
+  for (int k = tid; k < m; k += nt) {
+    lam[k] = d[k];
+    // z = (last row of Q₁, sign(β)·first row of Q₂)/√2
+    zv[k] = (k < m1 ? Z(m1 - 1, k) : (beta < R(0) ? -Z(m1, k) : Z(m1, k))) * inv_sqrt2;
+  }
+  if (tid == 0) failed = 0;
+  __syncthreads();
+  for (int k = tid; k < m; k += nt) {
+    const R v = lam[k];
+    int rank = 0;
+    for (int j = 0; j < m; ++j) rank += (lam[j] < v) || (lam[j] == v && j < k);
+    order[rank] = k;
+  }
+  __syncthreads();
+  if (tid == 0)
+    counts = dc_deflate(m, lam, zv, rho, order,
+                        DcLists<R>{kept_col, kept_d, kept_z, gone_col, gone_d, rot_p, rot_q, rot_c, rot_s});
+  __syncthreads();
+  const int K = counts.kept, gone = counts.gone, rotations = counts.rotations;
+  // Items are walked in rounds every thread of the block takes part in (the group's shuffles need
+  // all of its members, also past the last item).
+  const int rounds = (K + items - 1) / items;
+  for (int round = 0; round < rounds; ++round) {
+    const int j = round * items + tid / kGroup;
+    const DcRoot<R> root = dc_secular_root<R, MathApprox>(min(j, K - 1), K, kept_d, kept_z, rho, part, kGroup,
+                                                          GroupSum<kGroup>{});
+    if (j < K && part == 0) {
+      origin[j] = root.origin;
+      tau[j] = root.tau;
+      if (!root.converged) failed = 1;
+    }
+  }
+  __syncthreads();
+  for (int round = 0; round < rounds; ++round) {
+    const int i = round * items + tid / kGroup;
+    const int ii = min(i, K - 1);
+    const R value = dc_lowner_z<R, MathApprox>(ii, K, kept_d, origin, tau, kept_z[ii], part, kGroup,
+                                               GroupProduct<kGroup>{});
+    if (i < K && part == 0) zhat[i] = value;
+  }
+  __syncthreads();
+  for (int round = 0; round < rounds; ++round) {
+    const int j = round * items + tid / kGroup;
+    const int jj = min(j, K - 1);
+    const R value = dc_inverse_norm<R, MathApprox>(jj, K, kept_d, zhat, origin[jj], tau[jj], part, kGroup,
+                                                   GroupSum<kGroup>{});
+    if (j < K && part == 0) {
+      scale[j] = value;
+      d[j] = kept_d[origin[j]] + tau[j];
+    }
+  }
+  for (int t = tid; t < gone; t += nt) d[K + t] = gone_d[t];
+  if (tid == 0 && failed) info[b] = status::no_convergence;
+
+  for (int r0 = 0; r0 < m; r0 += kRows) {
+    const int rows = min(kRows, m - r0);
+    __syncthreads();  // the previous panel is consumed (the first time: scale is complete)
+    for (int at = tid; at < kRows * m; at += nt) {
+      const int c = at / kRows, r = at % kRows;
+      // Q = diag(Q₁, Q₂): outside the two diagonal blocks Z holds nothing of this node's.
+      panel[at] = (r < rows && ((r0 + r < m1) == (c < m1))) ? Z(r0 + r, c) : R(0);
+    }
+    __syncthreads();
+    if (tid < kRows)
+      for (int t = 0; t < rotations; ++t) {
+        R& x = panel[rot_p[t] * kRows + tid];
+        R& y = panel[rot_q[t] * kRows + tid];
+        const R c = rot_c[t], s = rot_s[t];
+        const R nx = c * x + s * y, ny = c * y - s * x;
+        x = nx;
+        y = ny;
+      }
+    __syncthreads();
+    const int mine = part * kMine;  // this thread's rows of the panel
+    for (int j = tid / kGroup; j < K; j += items) {
+      R acc[kMine];
+#pragma unroll
+      for (int r = 0; r < kMine; ++r) acc[r] = R(0);
+      const R dj = kept_d[origin[j]], tj = tau[j], sj = scale[j];
+      for (int i = 0; i < K; ++i) {
+        const R u = zhat[i] * MathApprox::rcp((kept_d[i] - dj) - tj) * sj;
+        const R* col = panel + kept_col[i] * kRows + mine;
+#pragma unroll
+        for (int r = 0; r < kMine; ++r) acc[r] = fma(col[r], u, acc[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < kMine; ++r)
+        if (mine + r < rows) Z(r0 + mine + r, j) = acc[r];
+    }
+    for (int t = tid; t < gone; t += nt) {
+      const R* col = panel + gone_col[t] * kRows;
+      for (int r = 0; r < rows; ++r) Z(r0 + r, K + t) = col[r];
+    }
+  }
+}
+
+// After the last merge (vectors): sort the eigenvalues, write them unscaled, record the column
 // permutation, and form the phases of S. One warp per matrix.
 template <class T>
 __global__ void finalize_kernel(int n, long long count, Work<T> work, sreal_t<T>* w_out, const int* info) {
@@ -1050,6 +1142,91 @@ __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a
     for (int i = tid; i < n; i += blockDim.x) A[i + (c0 + c) * lda] = W[i + c * n];
 }
 
+// The same product for n ≤ 512 with each column of V in registers: kLanes lanes per column, lane
+// `sub` holding rows sub, sub + kLanes, … (kPerLane of them). Reflectors are staged kBackChunk at a
+// time at full height (zeros outside rows k+1..n−1), so every lane runs the same unrolled dot
+// product and update with no bounds to test; shared memory carries only the reflectors, read as
+// broadcasts (the kernel above keeps V in shared memory too, and its loads and stores of V were
+// its bound: about 1 ms of heev's 2.65 at n = 128).
+constexpr int kBackThreads = 256;
+constexpr int kBackChunk = 16;
+
+template <class T, int kLanes, int kPerLane>
+__global__ void __launch_bounds__(kBackThreads) back_transform_registers_kernel(T* a_all, long long lda,
+                                                                                long long stride, int n, int panels,
+                                                                                Work<T> work, const int* info) {
+  using R = sreal_t<T>;
+  constexpr int ld = kLanes * kPerLane;  // ≥ n
+  constexpr int cols = kBackThreads / kLanes;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* stage = reinterpret_cast<T*>(smem_raw);  // kBackChunk reflectors, ld each
+  __shared__ R stage_alpha[kBackChunk];
+  const long long b = blockIdx.x / panels;
+  const int tid = threadIdx.x, sub = tid % kLanes;
+  const int col = (blockIdx.x % panels) * cols + tid / kLanes;
+  T* A = a_all + b * stride;
+  if (info[b] == status::non_finite_input) {
+    if (col < n)
+      for (int i = sub; i < n; i += kLanes) A[i + col * lda] = from_real<T>(R(NAN));
+    return;
+  }
+  const T zero = from_real<T>(R(0));
+  T v[kPerLane];
+  {
+    const R* z = work.z + b * static_cast<long long>(n) * n;
+    const T* phase = work.phase + b * n;
+    const long long src = col < n ? work.perm[b * n + col] : 0;
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int i = sub + kLanes * t;
+      v[t] = (i < n && col < n) ? phase[i] * z[i + src * n] : zero;
+    }
+  }
+  const R* alpha = work.alpha + b * n;
+  const T* reflectors = work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2);
+  for (int top = n - 3; top >= 0; top -= kBackChunk) {
+    const int bottom = max(0, top - kBackChunk + 1);
+    __syncthreads();  // the previous chunk is applied
+    for (int at = tid; at < (top - bottom + 1) * ld; at += kBackThreads) {
+      const int j = at / ld, i = at % ld, k = top - j;
+      stage[at] = (i > k && i < n) ? reflectors[reflector_offset(n, k) + (i - k - 1)] : zero;
+    }
+    if (tid <= top - bottom) stage_alpha[tid] = alpha[top - tid];
+    __syncthreads();
+    for (int j = 0; j <= top - bottom; ++j) {
+      const R alpha_k = stage_alpha[j];
+      if (alpha_k == R(0)) continue;
+      const T* w = stage + j * ld + sub;
+      T dot0 = zero, dot1 = zero;
+#pragma unroll
+      for (int t = 0; t < kPerLane; t += 2) {
+        dot0 = fma_conj(dot0, w[kLanes * t], v[t]);
+        if (t + 1 < kPerLane) dot1 = fma_conj(dot1, w[kLanes * (t + 1)], v[t + 1]);
+      }
+      T dot = dot0 + dot1;
+#pragma unroll
+      for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
+        if constexpr (is_cx<T>) {
+          dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
+          dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
+        } else {
+          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+        }
+      }
+      const T coef = alpha_k * dot;
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) v[t] = v[t] - w[kLanes * t] * coef;
+    }
+  }
+  if (col < n) {
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) {
+      const int i = sub + kLanes * t;
+      if (i < n) A[i + col * lda] = v[t];
+    }
+  }
+}
+
 // ============================================================================================
 // host side
 // ============================================================================================
@@ -1087,6 +1264,16 @@ int choose_cluster(int n, long long count, const DeviceInfo& device) {
   };
   while (C < 8 && count * C > resident(C) && count * 2 * C <= resident(2 * C)) C *= 2;
   return C;
+}
+
+// Rows per leaf of the divide and conquer: kLeafMax, or COVFLOW_HEEV_LEAF=2…32 (for measurements).
+int leaf_max() {
+  static const int value = [] {
+    const char* text = std::getenv("COVFLOW_HEEV_LEAF");
+    const int forced = text != nullptr ? std::atoi(text) : 0;
+    return forced >= 2 && forced <= 32 ? forced : kLeafMax;
+  }();
+  return value;
 }
 
 }  // namespace
@@ -1163,64 +1350,67 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   }
   COVFLOW_CHECK_LAUNCH();
 
-  // 2./3. the QR iteration, in rounds when vectors are wanted. Shifts per group: 4 up to n = 192,
-  // 8 above (covflow-bench heev-chase on an H100: n = 128 1.93 vs 1.85 ms but 10 % more
-  // rotations to apply; n = 256 6.2 vs 4.9 ms).
-  constexpr int kChaseWarps = 1;  // a latency-bound warp per matrix; spread them over the SMs
+  // 2. eigenvalues only: the QR iteration, one latency-bound warp per matrix, spread over the SMs.
+  // Shifts per group: 4 up to n = 192, 8 above (covflow-bench heev-chase on an H100: n = 128 1.93
+  // vs 1.85 ms but 10 % more rotations; n = 256 6.2 vs 4.9 ms).
+  constexpr int kChaseWarps = 1;
   const auto chase_blocks = static_cast<unsigned>((count + kChaseWarps - 1) / kChaseWarps);
-  const std::size_t chase_smem = sizeof(R) * 2 * std::size_t(n) * kChaseWarps;
-  const bool eight = n > 192;
-  auto chase = [&](auto kernel, auto... args) {
-    allow_shared(kernel, chase_smem);
-    kernel<<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(args...);
-    COVFLOW_CHECK_LAUNCH();
-  };
   if (!options.vectors) {
-    if (eight)
-      chase(chase_kernel<R, false, 8>, n, count, work.state, work.d, work.e, static_cast<pair_t<R>*>(nullptr),
-            static_cast<std::uint16_t*>(nullptr), 0LL, 0, info.data(), w.data(), static_cast<const int*>(work.exponent),
-            true);
-    else
-      chase(chase_kernel<R, false, 4>, n, count, work.state, work.d, work.e, static_cast<pair_t<R>*>(nullptr),
-            static_cast<std::uint16_t*>(nullptr), 0LL, 0, info.data(), w.data(), static_cast<const int*>(work.exponent),
-            true);
+    const std::size_t chase_smem = sizeof(R) * 2 * std::size_t(n) * kChaseWarps;
+    auto chase = [&](auto kernel) {
+      allow_shared(kernel, chase_smem);
+      kernel<<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(n, count, work.state, work.d, work.e, info.data(),
+                                                                     w.data(), static_cast<const int*>(work.exponent));
+      COVFLOW_CHECK_LAUNCH();
+    };
+    if (n > 192) chase(chase_kernel<R, 8>);
+    else chase(chase_kernel<R, 4>);
     return;
   }
-  const int rows = sizeof(R) * 33 * std::size_t(n) <= kSmemBudget ? 32 : 16;
-  const int chunks = (n + rows - 1) / rows;
-  const std::size_t apply_smem = sizeof(R) * (rows + 1) * std::size_t(n);
-  allow_shared(apply_kernel<R>, apply_smem);
-  // Round r chases into buffer r % 2 on the main stream while the side stream applies round r−1's
-  // rotations from the other buffer: the apply (latency-bound per row of Z) hides behind the
-  // chase (latency-bound per matrix). Events order the two; nothing waits on the host.
-  cudaStream_t side = context.side_stream();
-  cudaEvent_t chased[2] = {context.event(0), context.event(1)};
-  cudaEvent_t applied[2] = {context.event(2), context.event(3)};
-  const long long stride = static_cast<long long>(count) * work.capacity;  // one buffer
-  for (int round = 0; round < layout.rounds; ++round) {
-    const int buffer = round % 2;
-    const bool last = round + 1 == layout.rounds;
-    if (round >= 2) COVFLOW_CUDA_TRY(cudaStreamWaitEvent(stream, applied[buffer], 0));  // buffer free again
-    pair_t<R>* cs = work.cs + buffer * stride;
-    std::uint16_t* planes = work.plane + buffer * stride;
-    if (eight)
-      chase(chase_kernel<R, true, 8>, n, count, work.state, work.d, work.e, cs, planes, work.capacity, buffer,
-            info.data(), w.data(), static_cast<const int*>(work.exponent), last);
-    else
-      chase(chase_kernel<R, true, 4>, n, count, work.state, work.d, work.e, cs, planes, work.capacity, buffer,
-            info.data(), w.data(), static_cast<const int*>(work.exponent), last);
-    COVFLOW_CUDA_TRY(cudaEventRecord(chased[buffer], stream));
-    COVFLOW_CUDA_TRY(cudaStreamWaitEvent(side, chased[buffer], 0));
-    apply_kernel<R><<<static_cast<unsigned>(count * chunks), 32, apply_smem, side>>>(
-        n, count, chunks, rows, work.state, work.z, cs, planes, work.capacity, buffer, round == 0);
+
+  // 2./3. with vectors: divide and conquer — the leaves, then one launch per level of merges.
+  const int levels = dc_levels(n, leaf_max());
+  {
+    const long long leaves = count << levels;
+    const std::size_t smem = sizeof(LeafShared<R>) * kLeafWarps;
+    allow_shared(dc_leaf_kernel<R>, smem);
+    dc_leaf_kernel<R><<<static_cast<unsigned>((leaves + kLeafWarps - 1) / kLeafWarps), kLeafWarps * 32, smem, stream>>>(
+        n, count, levels, work.state, work.d, work.e, work.z, info.data());
     COVFLOW_CHECK_LAUNCH();
-    COVFLOW_CUDA_TRY(cudaEventRecord(applied[buffer], side));
   }
-  COVFLOW_CUDA_TRY(cudaStreamWaitEvent(stream, applied[(layout.rounds - 1) % 2], 0));  // Z complete
+  for (int level = levels - 1; level >= 0; --level) {
+    const int m = (n + (1 << level) - 1) >> level;  // the level's largest node
+    const auto blocks = static_cast<unsigned>(count << level);
+    auto merge = [&](auto kernel, int rows, int group) {
+      const int threads = (m + 31) / 32 * 32 * group;
+      const std::size_t smem = merge_smem<R>(m, rows);
+      allow_shared(kernel, smem);
+      kernel<<<blocks, threads, smem, stream>>>(n, count, level, work.state, work.d, work.e, work.z, info.data());
+      COVFLOW_CHECK_LAUNCH();
+    };
+    // Threads per item: 4 up to m = 128, 2 up to 256 (at most 512 threads, so that the kernel keeps
+    // 128 registers), 1 above.
+    if (m <= 128) merge(dc_merge_kernel<R, 32, 4, 512>, 32, 4);
+    else if (m <= 256) merge(dc_merge_kernel<R, 32, 2, 512>, 32, 2);
+    else merge(dc_merge_kernel<R, 8, 1, 1024>, 8, 1);
+  }
   finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
   COVFLOW_CHECK_LAUNCH();
 
   // 4. back-transform into A
+  auto back_registers = [&](auto kernel, int lanes, int per_lane) {
+    const int cols = kBackThreads / lanes;
+    const int panels = (n + cols - 1) / cols;
+    const std::size_t smem = sizeof(D) * kBackChunk * std::size_t(lanes) * per_lane;
+    allow_shared(kernel, smem);
+    kernel<<<static_cast<unsigned>(count * panels), kBackThreads, smem, stream>>>(A, a.ld, a.stride, n, panels, work,
+                                                                                 info.data());
+    COVFLOW_CHECK_LAUNCH();
+  };
+  if (n <= 64) return back_registers(back_transform_registers_kernel<D, 8, 8>, 8, 8);
+  if (n <= 128) return back_registers(back_transform_registers_kernel<D, 8, 16>, 8, 16);
+  if (n <= 256) return back_registers(back_transform_registers_kernel<D, 16, 16>, 16, 16);
+  if (n <= 512) return back_registers(back_transform_registers_kernel<D, 32, 16>, 32, 16);
   const int warps = back_warps<D>(n);
   const int cols = warps * kColsPerWarp;
   const int panels = (n + cols - 1) / cols;

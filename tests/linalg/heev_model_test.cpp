@@ -17,7 +17,9 @@
 #include <numeric>
 #include <vector>
 
+#include "../../linalg/heev/tridiagonal_dc.hpp"
 #include "../../linalg/heev/tridiagonal_qr.hpp"
+#include "eigen_cases.hpp"
 #include "covflow/linalg/heev.hpp"
 #include "test_support.hpp"
 
@@ -57,9 +59,102 @@ struct ModelResult {
   std::size_t rotations = 0;
 };
 
-// The serial model of the GPU algorithm, on one n×n matrix (lower triangle read).
+// The divide and conquer of tridiagonal_dc.hpp, serially, as the GPU runs it in parallel: leaves by
+// tridiagonal_qr, then the merges level by level. d holds T's diagonal on entry, its eigenvalues on
+// exit (unsorted); z (n×n) the eigenvectors.
+template <class R>
+void model_divide_and_conquer(int n, std::vector<R>& d, const std::vector<R>& e, std::vector<R>& z, int leaf_max) {
+  using namespace detail;
+  z.assign(std::size_t(n) * n, R(0));
+  auto Z = [&](int i, int j) -> R& { return z[std::size_t(i) + std::size_t(j) * n]; };
+  const int levels = dc_levels(n, leaf_max);
+  for (int leaf = 0; leaf < (1 << levels); ++leaf) {
+    const int first = dc_begin(n, levels, leaf), m = dc_begin(n, levels, leaf + 1) - first;
+    ASSERT_LE(m, leaf_max);
+    std::vector<R> dl(d.begin() + first, d.begin() + first + m), el(std::max(m, 1), R(0));
+    for (int k = 0; k + 1 < m; ++k) el[k] = e[first + k];
+    dc_tear_leaf(n, first, m, dl.data(), e.data());
+    RecordingSink<R> sink;
+    QrState state;
+    ASSERT_EQ(tridiagonal_qr(m, dl.data(), el.data(), sink, state, 30L * m), QrResult::done);
+    for (int k = 0; k < m; ++k) {
+      d[first + k] = dl[k];
+      Z(first + k, first + k) = 1;
+    }
+    for (std::size_t t = 0; t < sink.plane.size(); ++t) {
+      const int j = first + sink.plane[t];
+      for (int r = first; r < first + m; ++r) {
+        const R x = Z(r, j), y = Z(r, j + 1);
+        Z(r, j + 1) = sink.c[t] * y - sink.s[t] * x;
+        Z(r, j) = sink.s[t] * y + sink.c[t] * x;
+      }
+    }
+  }
+  for (int level = levels - 1; level >= 0; --level) {
+    for (int node = 0; node < (1 << level); ++node) {
+      const int first = dc_begin(n, level, node), m = dc_begin(n, level, node + 1) - first;
+      const int m1 = dc_begin(n, level + 1, 2 * node + 1) - first;
+      const R beta = e[first + m1 - 1], rho = 2 * std::fabs(beta);
+      std::vector<R> lam(m), zz(m);
+      for (int k = 0; k < m; ++k) {
+        lam[k] = d[first + k];
+        zz[k] = (k < m1 ? Z(first + m1 - 1, first + k) : (beta < 0 ? -1 : 1) * Z(first + m1, first + k)) / std::sqrt(R(2));
+      }
+      std::vector<int> order(m);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return lam[x] < lam[y]; });
+      std::vector<int> kept_col(m), gone_col(m), rot_p(m), rot_q(m);
+      std::vector<R> kept_d(m), kept_z(m), gone_d(m), rot_c(m), rot_s(m);
+      const DcCounts counts = dc_deflate(m, lam.data(), zz.data(), rho, order.data(),
+                                         DcLists<R>{kept_col.data(), kept_d.data(), kept_z.data(), gone_col.data(),
+                                                    gone_d.data(), rot_p.data(), rot_q.data(), rot_c.data(), rot_s.data()});
+      ASSERT_EQ(counts.kept + counts.gone, m);
+      // Q = diag(Q₁, Q₂), then the deflation's rotations.
+      std::vector<R> q(std::size_t(m) * m, R(0));
+      for (int c = 0; c < m; ++c)
+        for (int r = 0; r < m; ++r)
+          if ((r < m1) == (c < m1)) q[r + std::size_t(c) * m] = Z(first + r, first + c);
+      for (int t = 0; t < counts.rotations; ++t)
+        for (int r = 0; r < m; ++r) {
+          R& x = q[r + std::size_t(rot_p[t]) * m];
+          R& y = q[r + std::size_t(rot_q[t]) * m];
+          const R nx = rot_c[t] * x + rot_s[t] * y, ny = rot_c[t] * y - rot_s[t] * x;
+          x = nx;
+          y = ny;
+        }
+      const int K = counts.kept;
+      std::vector<int> origin(K);
+      std::vector<R> tau(K), zhat(K);
+      for (int j = 0; j < K; ++j) {
+        const DcRoot<R> root = dc_secular_root(j, K, kept_d.data(), kept_z.data(), rho);
+        ASSERT_TRUE(root.converged) << "root " << j << " of " << K;
+        origin[j] = root.origin;
+        tau[j] = root.tau;
+      }
+      for (int i = 0; i < K; ++i) zhat[i] = dc_lowner_z(i, K, kept_d.data(), origin.data(), tau.data(), kept_z[i]);
+      for (int j = 0; j < K; ++j) {
+        const R scale = dc_inverse_norm(j, K, kept_d.data(), zhat.data(), origin[j], tau[j]);
+        d[first + j] = kept_d[origin[j]] + tau[j];
+        for (int r = 0; r < m; ++r) {
+          R sum = 0;
+          for (int i = 0; i < K; ++i)
+            sum += q[r + std::size_t(kept_col[i]) * m] * (zhat[i] / dc_gap(kept_d.data(), i, origin[j], tau[j]) * scale);
+          Z(first + r, first + j) = sum;
+        }
+      }
+      for (int t = 0; t < counts.gone; ++t) {
+        d[first + K + t] = gone_d[t];
+        for (int r = 0; r < m; ++r) Z(first + r, first + K + t) = q[r + std::size_t(gone_col[t]) * m];
+      }
+    }
+  }
+}
+
+// The serial model of the GPU algorithm, on one n×n matrix (lower triangle read). The eigenvectors
+// of the tridiagonal come from the QR iteration (dc_leaf = 0) or from the divide and conquer with
+// leaves of at most dc_leaf rows.
 template <class T>
-ModelResult<T> model_heev(std::vector<T> a, int n) {
+ModelResult<T> model_heev(std::vector<T> a, int n, int dc_leaf = 0) {
   using R = real_t<T>;
   auto A = [&](int i, int j) -> T& { return a[std::size_t(i) + std::size_t(j) * n]; };
   // Scale by a power of two so that max |a_ij| is about 1 (exact; undone on the eigenvalues).
@@ -119,13 +214,17 @@ ModelResult<T> model_heev(std::vector<T> a, int n) {
 
   RecordingSink<R> sink;
   ModelResult<T> out;
-  detail::QrState state;
-  EXPECT_EQ(detail::tridiagonal_qr(n, d.data(), e.data(), sink, state, 30L * n), detail::QrResult::done);
-  out.sweeps = sink.sweeps;
-  out.rotations = sink.plane.size();
-  // Z = product of the rotations (each thread of the GPU owns one row of Z).
   std::vector<R> z(std::size_t(n) * n, R(0));
-  for (int i = 0; i < n; ++i) z[i + std::size_t(i) * n] = 1;
+  if (dc_leaf > 0) {
+    model_divide_and_conquer(n, d, e, z, dc_leaf);
+  } else {
+    detail::QrState state;
+    EXPECT_EQ(detail::tridiagonal_qr(n, d.data(), e.data(), sink, state, 30L * n), detail::QrResult::done);
+    out.sweeps = sink.sweeps;
+    out.rotations = sink.plane.size();
+    // Z = product of the rotations (each thread of the GPU owns one row of Z).
+    for (int i = 0; i < n; ++i) z[i + std::size_t(i) * n] = 1;
+  }
   for (std::size_t t = 0; t < sink.plane.size(); ++t) {
     const int j = sink.plane[t];
     for (int r = 0; r < n; ++r) {
@@ -229,6 +328,76 @@ TYPED_TEST(HeevModel, MatchesLapackAndIsAccurate) {
                     model.sweeps, model.rotations, double(model.rotations) / (n * n), std::sqrt(res2 / anorm2) / unit,
                     std::sqrt(orth2) / unit, value_err / aspec / unit);
     }
+  }
+}
+
+// The divide and conquer that the GPU runs for eigenvectors above n = 32 (tridiagonal_dc.hpp),
+// serially: every spectrum kind of the GPU suite, sizes from one merge level to five, leaves of 4
+// (many merges, small ones) and 16 (the GPU's default).
+TYPED_TEST(HeevModel, DivideAndConquerMatchesLapack) {
+  using T = TypeParam;
+  using R = real_t<T>;
+  std::mt19937_64 rng(test::fresh_seed("heev model divide and conquer"));
+  test::EigenErrors worst;
+  for (int leaf : {4, 16}) {
+    for (int n : {5, 17, 33, 64, 100, 130}) {
+      for (test::SpectrumKind kind : test::all_spectrum_kinds()) {
+        const test::EigenCase<T> c = test::make_eigen_case<T>(kind, n, 1, rng);
+        ModelResult<T> model = model_heev<T>(c.a, n, leaf);
+        const int info = 0, which = 0;
+        worst = test::max_errors(worst, test::expect_eigen_results<T>(c, model.vectors.data(), model.values.data(),
+                                                                      &info, std::span<const int>(&which, 1),
+                                                                      "model d&c leaf=" + std::to_string(leaf)));
+      }
+    }
+  }
+  std::printf("[ model    ] divide and conquer, worst over kinds and n: residual %.2f, orthogonality %.2f, "
+              "values %.2f (units of nε)\n",
+              worst.residual, worst.orthogonality, worst.values);
+  (void)sizeof(R);
+}
+
+// Matrices built to exercise the deflation: Wilkinson's W⁺ (pairs of eigenvalues equal to many
+// digits), W⁺ glued to copies of itself by tiny couplings (clusters across the split points), and
+// a tridiagonal with exact zeros at split points (β = 0: everything deflates).
+TEST(TridiagonalDc, DeflationStressMatchesLapack) {
+  Exec cpu = Exec::cpu(1);
+  auto run = [&](const std::vector<double>& d, const std::vector<double>& e, int leaf, const std::string& what) {
+    const int n = static_cast<int>(d.size());
+    std::vector<double> a(std::size_t(n) * n, 0.0);
+    for (int i = 0; i < n; ++i) a[i + std::size_t(i) * n] = d[i];
+    for (int i = 0; i + 1 < n; ++i) a[i + 1 + std::size_t(i) * n] = a[i + std::size_t(i + 1) * n] = e[i];
+    ModelResult<double> model = model_heev<double>(a, n, leaf);
+    std::vector<double> ref = a, ref_values(n);
+    std::vector<int> info(1, -1);
+    heev<double>(cpu, Batch<double>::packed(ref.data(), n, n, 1), ref_values, info);
+    ASSERT_EQ(info[0], 0);
+    test::EigenCase<double> c{test::SpectrumKind::tridiagonal, n, 1, 0, a,
+                              std::vector<double>(ref_values.begin(), ref_values.end())};
+    const int ok = 0, which = 0;
+    test::expect_eigen_results<double>(c, model.vectors.data(), model.values.data(), &ok,
+                                       std::span<const int>(&which, 1), what + " leaf=" + std::to_string(leaf));
+  };
+  for (int leaf : {4, 16}) {
+    for (int half : {10, 50}) {  // W⁺ of order 2·half + 1
+      std::vector<double> d, e;
+      for (int i = -half; i <= half; ++i) d.push_back(std::abs(i));
+      e.assign(d.size() - 1, 1.0);
+      run(d, e, leaf, "W+" + std::to_string(2 * half + 1));
+      std::vector<double> dg, eg;
+      for (int copy = 0; copy < 4; ++copy) {
+        if (copy > 0) eg.push_back(1e-14);
+        dg.insert(dg.end(), d.begin(), d.end());
+        eg.insert(eg.end(), e.begin(), e.end());
+      }
+      run(dg, eg, leaf, "glued W+" + std::to_string(2 * half + 1));
+    }
+    std::vector<double> d(96), e(95);
+    std::mt19937_64 rng(test::fresh_seed("dc split zeros"));
+    std::normal_distribution<double> normal(0.0, 1.0);
+    for (auto& v : d) v = normal(rng);
+    for (std::size_t i = 0; i < e.size(); ++i) e[i] = (i + 1) % 12 == 0 ? 0.0 : normal(rng);
+    run(d, e, leaf, "zero couplings");
   }
 }
 
