@@ -846,11 +846,16 @@ __global__ void __launch_bounds__(kLeafWarps * 32) dc_leaf_kernel(int n, long lo
 }
 
 // Shared memory of a merge of m rows: a panel of kRows rows of Q (column c at panel[c·kRows]),
-// ten real and six integer arrays of m entries.
+// twelve real and six integer arrays of m entries.
 template <class R>
 std::size_t merge_smem(int m, int rows) {
-  return sizeof(R) * (std::size_t(rows) + 10) * m + sizeof(int) * 6 * std::size_t(m);
+  return sizeof(R) * (std::size_t(rows) + 12) * m + sizeof(int) * 6 * std::size_t(m);
 }
+
+template <class R> struct vec2_of;
+template <> struct vec2_of<float> { using type = float2; };
+template <> struct vec2_of<double> { using type = double2; };
+template <class R> using vec2_t = typename vec2_of<R>::type;
 
 // Sum or product over the kGroup consecutive threads that share an item, identical in each of them
 // (a butterfly: every partial combination is commutative, so the rounding is the same everywhere).
@@ -885,13 +890,16 @@ struct GroupProduct {
 // are one block per matrix, so the parallelism has to come from inside the node: roots, ẑ and
 // norms split their sums over the group; the product Q·U goes by panels of kRows rows of Q, loaded
 // into shared memory with the deflation's rotations applied, each thread forming kRows/kGroup
-// rows of one column (its entries of U computed on the fly). A panel is stored over the rows it
-// was loaded from, so the node's block of Z is updated in place.
+// rows of two columns (its entries of U computed on the fly; a thread's rows are pairs spread so
+// that the group reads a contiguous run of the panel, two rows per load — the shared-memory
+// traffic per multiply-add was this kernel's bound). A panel is stored over the rows it was loaded
+// from, so the node's block of Z is updated in place.
 template <class R, int kRows, int kGroup, int kThreads>
 __global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long count, int level,
                                                             const ChaseState* states, R* d_all, const R* e_all,
                                                             R* z_all, int* info) {
-  constexpr int kMine = kRows / kGroup;  // rows of a panel per thread
+  constexpr int kPairs = kRows / kGroup / 2;  // pairs of rows of a panel per thread
+  using V2 = vec2_t<R>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ DcCounts counts;
   __shared__ int failed;
@@ -904,7 +912,8 @@ __global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long cou
   const int m1 = dc_begin(n, level + 1, 2 * node + 1) - first;
 
   R* panel = reinterpret_cast<R*>(smem_raw);
-  R* lam = panel + static_cast<std::size_t>(kRows) * m;
+  V2* zd = reinterpret_cast<V2*>(panel + static_cast<std::size_t>(kRows) * m);  // (ẑ_i, d_i), for the product
+  R* lam = reinterpret_cast<R*>(zd + m);
   R* zv = lam + m;
   R* kept_d = zv + m;
   R* kept_z = kept_d + m;
@@ -965,7 +974,10 @@ __global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long cou
     const int ii = min(i, K - 1);
     const R value = dc_lowner_z<R, MathApprox>(ii, K, kept_d, origin, tau, kept_z[ii], part, kGroup,
                                                GroupProduct<kGroup>{});
-    if (i < K && part == 0) zhat[i] = value;
+    if (i < K && part == 0) {
+      zhat[i] = value;
+      zd[i] = V2{value, kept_d[i]};
+    }
   }
   __syncthreads();
   for (int round = 0; round < rounds; ++round) {
@@ -1000,21 +1012,38 @@ __global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long cou
         y = ny;
       }
     __syncthreads();
-    const int mine = part * kMine;  // this thread's rows of the panel
-    for (int j = tid / kGroup; j < K; j += items) {
-      R acc[kMine];
+    // Columns j and j + items; pair q of this thread: rows 2·(part + kGroup·q) and the next.
+    for (int j = tid / kGroup; j < K; j += 2 * items) {
+      const int j2 = j + items < K ? j + items : j;
+      R acc[2][2 * kPairs];
 #pragma unroll
-      for (int r = 0; r < kMine; ++r) acc[r] = R(0);
-      const R dj = kept_d[origin[j]], tj = tau[j], sj = scale[j];
+      for (int r = 0; r < 2 * kPairs; ++r) acc[0][r] = acc[1][r] = R(0);
+      const R d1 = kept_d[origin[j]], t1 = tau[j], s1 = scale[j];
+      const R d2 = kept_d[origin[j2]], t2 = tau[j2], s2 = j + items < K ? scale[j2] : R(0);
       for (int i = 0; i < K; ++i) {
-        const R u = zhat[i] * MathApprox::rcp((kept_d[i] - dj) - tj) * sj;
-        const R* col = panel + kept_col[i] * kRows + mine;
+        const V2 zdi = zd[i];
+        const R u1 = zdi.x * MathApprox::rcp((zdi.y - d1) - t1) * s1;
+        const R u2 = zdi.x * MathApprox::rcp((zdi.y - d2) - t2) * s2;
+        const V2* col = reinterpret_cast<const V2*>(panel + kept_col[i] * kRows) + part;
 #pragma unroll
-        for (int r = 0; r < kMine; ++r) acc[r] = fma(col[r], u, acc[r]);
+        for (int q = 0; q < kPairs; ++q) {
+          const V2 x = col[kGroup * q];
+          acc[0][2 * q] = fma(x.x, u1, acc[0][2 * q]);
+          acc[0][2 * q + 1] = fma(x.y, u1, acc[0][2 * q + 1]);
+          acc[1][2 * q] = fma(x.x, u2, acc[1][2 * q]);
+          acc[1][2 * q + 1] = fma(x.y, u2, acc[1][2 * q + 1]);
+        }
       }
 #pragma unroll
-      for (int r = 0; r < kMine; ++r)
-        if (mine + r < rows) Z(r0 + mine + r, j) = acc[r];
+      for (int q = 0; q < kPairs; ++q)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = 2 * (part + kGroup * q) + h;
+          if (r < rows) {
+            Z(r0 + r, j) = acc[0][2 * q + h];
+            if (j + items < K) Z(r0 + r, j2) = acc[1][2 * q + h];
+          }
+        }
     }
     for (int t = tid; t < gone; t += nt) {
       const R* col = panel + gone_col[t] * kRows;
@@ -1046,17 +1075,34 @@ __global__ void finalize_kernel(int n, long long count, Work<T> work, sreal_t<T>
     w[rank] = scalbn(v, exponent);
     perm[rank] = i;
   }
-  if (lane == 0) {
-    T* phase = work.phase + b * n;
-    const T* bk = work.b + b * n;
-    T s = from_real<T>(R(1));
-    phase[0] = s;
-    for (int k = 0; k + 1 < n; ++k) {
-      const R mag = sqrt(abs2(bk[k]));
-      if (mag > R(0)) s = s * (bk[k] * (R(1) / mag));
-      phase[k + 1] = s;
-    }
+  // s₀ = 1, s_{k+1} = s_k·b_k/|b_k| (end of §2.2), as a prefix product over the warp: lane ℓ takes
+  // a run of consecutive k, multiplies within it, then scales by the product of the runs before.
+  T* phase = work.phase + b * n;
+  const T* bk = work.b + b * n;
+  const T one = from_real<T>(R(1));
+  const int per = (n - 1 + 31) / 32, k0 = lane * per, k1 = min(n - 1, k0 + per);
+  T run = one;
+  for (int k = k0; k < k1; ++k) {
+    const R mag = sqrt(abs2(bk[k]));
+    if (mag > R(0)) run = run * (bk[k] * (R(1) / mag));
+    phase[k + 1] = run;
   }
+  T before = run;  // inclusive scan of the runs' products, then shifted by one lane
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    T other;
+    if constexpr (is_cx<T>) other = T{__shfl_up_sync(0xffffffffu, before.x, offset), __shfl_up_sync(0xffffffffu, before.y, offset)};
+    else other = __shfl_up_sync(0xffffffffu, before, offset);
+    if (lane >= offset) before = other * before;
+  }
+  if constexpr (is_cx<T>) before = T{__shfl_up_sync(0xffffffffu, before.x, 1), __shfl_up_sync(0xffffffffu, before.y, 1)};
+  else before = __shfl_up_sync(0xffffffffu, before, 1);
+  if (lane == 0) {
+    before = one;
+    phase[0] = one;
+  }
+  __syncwarp();
+  for (int k = k0; k < k1; ++k) phase[k + 1] = before * phase[k + 1];
 }
 
 // V = Q·S·Z·P into A. Block = up to 8 warps over 4 consecutive columns each; 8 lanes per column.
@@ -1144,23 +1190,31 @@ __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a
 
 // The same product for n ≤ 512 with each column of V in registers: kLanes lanes per column, lane
 // `sub` holding rows sub, sub + kLanes, … (kPerLane of them). Reflectors are staged kBackChunk at a
-// time at full height (zeros outside rows k+1..n−1), so every lane runs the same unrolled dot
-// product and update with no bounds to test; shared memory carries only the reflectors, read as
-// broadcasts (the kernel above keeps V in shared memory too, and its loads and stores of V were
-// its bound: about 1 ms of heev's 2.65 at n = 128).
+// time at full height (zeros outside rows k+1..n−1), so every lane runs the same unrolled loops
+// with no bounds to test; shared memory carries only the reflectors, read as broadcasts (the
+// kernel above keeps V in shared memory too, and its loads and stores of V were its bound).
+// Reflectors are applied kGroupWY at a time in compact WY form (LAPACK's ?larft, forward,
+// columnwise): H_k H_{k+1} ⋯ H_{k+3} = I − W·T·Wᴴ with T upper triangular, T(a,a) = α_a and
+// T(0:a, a) = −α_a·T(0:a, 0:a)·W(:, 0:a)ᴴ w_a. A group costs one pass of four independent dot
+// products, one reduction of four values and one pass of updates, where one reflector at a time
+// is a chain of dot, reduction and update per reflector (the kernel's latency-bound critical path).
 constexpr int kBackThreads = 256;
 constexpr int kBackChunk = 16;
+constexpr int kGroupWY = 4;
 
 template <class T, int kLanes, int kPerLane>
-__global__ void __launch_bounds__(kBackThreads) back_transform_registers_kernel(T* a_all, long long lda,
+__global__ void __launch_bounds__(kBackThreads, 2) back_transform_registers_kernel(T* a_all, long long lda,
                                                                                 long long stride, int n, int panels,
                                                                                 Work<T> work, const int* info) {
   using R = sreal_t<T>;
   constexpr int ld = kLanes * kPerLane;  // ≥ n
   constexpr int cols = kBackThreads / kLanes;
+  constexpr int groups = kBackChunk / kGroupWY;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* stage = reinterpret_cast<T*>(smem_raw);  // kBackChunk reflectors, ld each
+  T* stage = reinterpret_cast<T*>(smem_raw);  // kBackChunk reflectors, ld each; reflector j is H_{top−j}
   __shared__ R stage_alpha[kBackChunk];
+  __shared__ T gram[groups][kGroupWY][kGroupWY];
+  __shared__ T tmat[groups][kGroupWY][kGroupWY];
   const long long b = blockIdx.x / panels;
   const int tid = threadIdx.x, sub = tid % kLanes;
   const int col = (blockIdx.x % panels) * cols + tid / kLanes;
@@ -1184,28 +1238,31 @@ __global__ void __launch_bounds__(kBackThreads) back_transform_registers_kernel(
   }
   const R* alpha = work.alpha + b * n;
   const T* reflectors = work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2);
+  const int warp = tid >> 5, lane = tid & 31;
+  // In group g, W's column a is reflector j = g·kGroupWY + kGroupWY−1−a (a = 0 is applied last).
+  auto wy_row = [](int g, int a) { return g * kGroupWY + kGroupWY - 1 - a; };
   for (int top = n - 3; top >= 0; top -= kBackChunk) {
-    const int bottom = max(0, top - kBackChunk + 1);
+    const int used = min(kBackChunk, top + 1);  // reflectors in this chunk; the rest are H = I
     __syncthreads();  // the previous chunk is applied
-    for (int at = tid; at < (top - bottom + 1) * ld; at += kBackThreads) {
+    for (int at = tid; at < kBackChunk * ld; at += kBackThreads) {
       const int j = at / ld, i = at % ld, k = top - j;
-      stage[at] = (i > k && i < n) ? reflectors[reflector_offset(n, k) + (i - k - 1)] : zero;
+      stage[at] = (j < used && i > k && i < n) ? reflectors[reflector_offset(n, k) + (i - k - 1)] : zero;
     }
-    if (tid <= top - bottom) stage_alpha[tid] = alpha[top - tid];
+    if (tid < kBackChunk) stage_alpha[tid] = tid < used ? alpha[top - tid] : R(0);
     __syncthreads();
-    for (int j = 0; j <= top - bottom; ++j) {
-      const R alpha_k = stage_alpha[j];
-      if (alpha_k == R(0)) continue;
-      const T* w = stage + j * ld + sub;
-      T dot0 = zero, dot1 = zero;
+    // Gram entries W(:,a)ᴴ W(:,c), a < c: six per group, one warp each (lanes over rows).
+    constexpr int pairs = kGroupWY * (kGroupWY - 1) / 2;
+    for (int task = warp; task < groups * pairs; task += kBackThreads / 32) {
+      const int g = task / pairs;
+      int p = task % pairs, a = 0;
+      while (p >= kGroupWY - 1 - a) p -= kGroupWY - 1 - a, ++a;
+      const int c = a + 1 + p;
+      const T* wa = stage + wy_row(g, a) * ld;
+      const T* wc = stage + wy_row(g, c) * ld;
+      T dot = zero;
+      for (int i = lane; i < ld; i += 32) dot = fma_conj(dot, wa[i], wc[i]);
 #pragma unroll
-      for (int t = 0; t < kPerLane; t += 2) {
-        dot0 = fma_conj(dot0, w[kLanes * t], v[t]);
-        if (t + 1 < kPerLane) dot1 = fma_conj(dot1, w[kLanes * (t + 1)], v[t + 1]);
-      }
-      T dot = dot0 + dot1;
-#pragma unroll
-      for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
+      for (int offset = 16; offset > 0; offset >>= 1) {
         if constexpr (is_cx<T>) {
           dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
           dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
@@ -1213,9 +1270,60 @@ __global__ void __launch_bounds__(kBackThreads) back_transform_registers_kernel(
           dot += __shfl_xor_sync(0xffffffffu, dot, offset);
         }
       }
-      const T coef = alpha_k * dot;
+      if (lane == 0) gram[g][a][c] = dot;
+    }
+    __syncthreads();
+    if (tid < groups) {
+      const int g = tid;
+      for (int c = 0; c < kGroupWY; ++c) {
+        const R alpha_c = stage_alpha[wy_row(g, c)];
+        for (int a = 0; a < kGroupWY; ++a) tmat[g][a][c] = zero;
+        tmat[g][c][c] = from_real<T>(alpha_c);
+        for (int a = 0; a < c; ++a) {
+          T sum = zero;
+          for (int e = a; e < c; ++e) sum = fma_(sum, tmat[g][a][e], gram[g][e][c]);
+          tmat[g][a][c] = -alpha_c * sum;
+        }
+      }
+    }
+    __syncthreads();
+    for (int g = 0; g < groups; ++g) {
+      if (g * kGroupWY >= used) break;
+      const T* w[kGroupWY];
 #pragma unroll
-      for (int t = 0; t < kPerLane; ++t) v[t] = v[t] - w[kLanes * t] * coef;
+      for (int a = 0; a < kGroupWY; ++a) w[a] = stage + wy_row(g, a) * ld + sub;
+      T x[kGroupWY];
+#pragma unroll
+      for (int a = 0; a < kGroupWY; ++a) x[a] = zero;
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t)
+#pragma unroll
+        for (int a = 0; a < kGroupWY; ++a) x[a] = fma_conj(x[a], w[a][kLanes * t], v[t]);
+#pragma unroll
+      for (int offset = kLanes / 2; offset > 0; offset >>= 1)
+#pragma unroll
+        for (int a = 0; a < kGroupWY; ++a) {
+          if constexpr (is_cx<T>) {
+            x[a].x += __shfl_xor_sync(0xffffffffu, x[a].x, offset);
+            x[a].y += __shfl_xor_sync(0xffffffffu, x[a].y, offset);
+          } else {
+            x[a] += __shfl_xor_sync(0xffffffffu, x[a], offset);
+          }
+        }
+      // Keeps the compiler from holding the dot pass's loads of W for the update pass (4·kPerLane
+      // values: the kernel spilled) — the update reloads them, as broadcasts.
+      __syncwarp();
+      T y[kGroupWY];  // T·x
+#pragma unroll
+      for (int a = 0; a < kGroupWY; ++a) {
+        y[a] = zero;
+#pragma unroll
+        for (int c = a; c < kGroupWY; ++c) y[a] = fma_(y[a], tmat[g][a][c], x[c]);
+      }
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t)
+#pragma unroll
+        for (int a = 0; a < kGroupWY; ++a) v[t] = v[t] - w[a][kLanes * t] * y[a];
     }
   }
   if (col < n) {
@@ -1382,17 +1490,17 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
     const int m = (n + (1 << level) - 1) >> level;  // the level's largest node
     const auto blocks = static_cast<unsigned>(count << level);
     auto merge = [&](auto kernel, int rows, int group) {
-      const int threads = (m + 31) / 32 * 32 * group;
+      const int threads = ((m + 1) / 2 * group + 31) / 32 * 32;  // two columns of the product each
       const std::size_t smem = merge_smem<R>(m, rows);
       allow_shared(kernel, smem);
       kernel<<<blocks, threads, smem, stream>>>(n, count, level, work.state, work.d, work.e, work.z, info.data());
       COVFLOW_CHECK_LAUNCH();
     };
-    // Threads per item: 4 up to m = 128, 2 up to 256 (at most 512 threads, so that the kernel keeps
-    // 128 registers), 1 above.
-    if (m <= 128) merge(dc_merge_kernel<R, 32, 4, 512>, 32, 4);
-    else if (m <= 256) merge(dc_merge_kernel<R, 32, 2, 512>, 32, 2);
-    else merge(dc_merge_kernel<R, 8, 1, 1024>, 8, 1);
+    // Threads per item: 4 up to m = 128, 2 up to 256, 1 above (at most 256 threads up to 256, so
+    // that two blocks fit on an SM; 512 above).
+    if (m <= 128) merge(dc_merge_kernel<R, 32, 4, 256>, 32, 4);
+    else if (m <= 256) merge(dc_merge_kernel<R, 32, 2, 256>, 32, 2);
+    else merge(dc_merge_kernel<R, 8, 1, 512>, 8, 1);
   }
   finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
   COVFLOW_CHECK_LAUNCH();
