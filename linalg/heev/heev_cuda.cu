@@ -5,8 +5,8 @@
 //   end of §2.2   the diagonal unitary S that turns it into a real symmetric tridiagonal;
 //   §3            implicit Wilkinson-shifted QR/QL with deflation (tridiagonal_qr.hpp, the code the
 //                 CPU tests check against LAPACK), its plane rotations accumulated into Z — for
-//                 n > 32 with eigenvectors only on the leaves of a divide and conquer
-//                 (tridiagonal_dc.hpp, Cuppen's method as LAPACK's ?stedc does it);
+//                 n > 32 on the leaves of a divide and conquer (tridiagonal_dc.hpp, Cuppen's method
+//                 as LAPACK's ?stedc does it), the improvement issue 3 allows for the eigenvectors;
 //   then          V = Q·S·Z, the eigenvectors of A.
 //
 // Two organisations, by size:
@@ -30,18 +30,16 @@
 //      DSMEM; every block updates its own columns. Two cluster barriers per column.
 //      Beyond what 16 blocks hold (complex double n ≳ 700) the same reduction runs on A in global
 //      memory, one block per matrix.
-//   2. eigenvalues only: chase_kernel — one warp per matrix runs §3's QR iteration (all lanes in
-//      lockstep; the deflation scans shared through ballots; groups of shifts pipelined over the
-//      lanes) and writes the sorted eigenvalues.
-//   2'. with eigenvectors: divide and conquer on the real tridiagonal (tridiagonal_dc.hpp). §3's
-//      QR chain of ~n² dependent rotations per matrix was the whole heev's critical path (one
-//      latency-bound warp per matrix, its rotations applied to Z by other warps behind it); the
-//      divide and conquer runs §3's QR only on leaves of ≤ 16 rows (dc_leaf_kernel, a warp per
-//      leaf, rotations applied at once by the lanes), then merges the tree level by level
-//      (dc_merge_kernel, a block per node: deflation, one secular root per thread, Gu–Eisenstat
-//      vectors, the product with the children's eigenvectors), writing Z in place.
-//   3. finalize_kernel (sort, phases of S) and back_transform_kernel — V = Q·S·Z·P into A, each
-//      warp owning 4 columns of V in shared memory (8 lanes per column).
+//   2. divide and conquer on the real tridiagonal (tridiagonal_dc.hpp), for eigenvalues alone as
+//      for eigenvectors. §3's full QR chain — ~n² dependent rotations per matrix, one latency-bound
+//      warp each — was the whole heev's critical path (measured on an H100 at n = 128, complex
+//      double: QR stage 3.4 ms of 5.8); here §3's QR runs only on leaves of ≤ 16 rows
+//      (dc_leaf_kernel, a warp per leaf, each lane applying the rotations to its row of Z), then
+//      the tree is merged level by level (dc_merge_kernel, a block per node: deflation, secular
+//      roots, Gu–Eisenstat vectors, the product with the children's eigenvectors), Z in place.
+//   3. finalize_kernel (sort, phases of S); with eigenvectors back_transform_registers_kernel
+//      (n ≤ 512: columns of V in registers, reflectors 4 at a time in compact WY form) or
+//      back_transform_kernel (above: 4 columns of V per warp in shared memory) — V = Q·S·Z·P into A.
 //
 // No host synchronisation anywhere: per-matrix status goes to `info` on the device. A matrix
 // holding a NaN or an Inf is flagged by the first kernel; later kernels write NaN for it alone.
@@ -99,10 +97,9 @@ std::size_t cluster_smem(int n, int C) {
 
 // ---- workspace ----------------------------------------------------------------------------
 
-// Per-matrix chase state kept between rounds.
-struct ChaseState {
-  QrState qr;
-  int status;  // 0 running, 1 done, 2 no convergence, 3 skipped (non-finite input)
+// Per-matrix state the reduction leaves for the later kernels.
+struct MatrixState {
+  int status;  // 0 to solve; 3 skipped (non-finite input: its outputs are NaN)
 };
 
 template <class T>
@@ -123,16 +120,16 @@ struct Layout {
     };
     const auto cn = static_cast<std::size_t>(count) * static_cast<std::size_t>(n);
     off_exponent = take(sizeof(int) * count);
-    off_state = take(sizeof(ChaseState) * count);
+    off_state = take(sizeof(MatrixState) * count);
     off_d = take(sizeof(R) * cn);
     off_e = take(sizeof(R) * cn);
     off_alpha = take(sizeof(R) * cn);
     off_b = take(sizeof(T) * cn);
+    off_perm = take(sizeof(int) * cn);
+    off_z = take(sizeof(R) * cn * std::size_t(n));  // the tridiagonal's eigenvectors (its merges need them)
     if (vectors) {
       off_phase = take(sizeof(T) * cn);
-      off_perm = take(sizeof(int) * cn);
       off_reflectors = take(sizeof(T) * static_cast<std::size_t>(count) * std::size_t(n) * std::size_t(n - 1) / 2);
-      off_z = take(sizeof(R) * cn * std::size_t(n));
     }
     bytes = at;
   }
@@ -142,7 +139,7 @@ template <class T>
 struct Work {
   using R = sreal_t<T>;
   int* exponent = nullptr;
-  ChaseState* state = nullptr;
+  MatrixState* state = nullptr;
   R* d = nullptr;
   R* e = nullptr;
   R* alpha = nullptr;
@@ -158,16 +155,16 @@ Work<T> bind(const Layout<T>& layout, std::byte* base) {
   using R = sreal_t<T>;
   Work<T> w;
   w.exponent = reinterpret_cast<int*>(base + layout.off_exponent);
-  w.state = reinterpret_cast<ChaseState*>(base + layout.off_state);
+  w.state = reinterpret_cast<MatrixState*>(base + layout.off_state);
   w.d = reinterpret_cast<R*>(base + layout.off_d);
   w.e = reinterpret_cast<R*>(base + layout.off_e);
   w.alpha = reinterpret_cast<R*>(base + layout.off_alpha);
   w.b = reinterpret_cast<T*>(base + layout.off_b);
+  w.perm = reinterpret_cast<int*>(base + layout.off_perm);
+  w.z = reinterpret_cast<R*>(base + layout.off_z);
   if (layout.vectors) {
     w.phase = reinterpret_cast<T*>(base + layout.off_phase);
-    w.perm = reinterpret_cast<int*>(base + layout.off_perm);
     w.reflectors = reinterpret_cast<T*>(base + layout.off_reflectors);
-    w.z = reinterpret_cast<R*>(base + layout.off_z);
   }
   return w;
 }
@@ -635,8 +632,7 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
   if (q == 0 && tid == 0) {
     work.exponent[b] = exponent;
     info[b] = status::ok;
-    ChaseState& st = work.state[b];
-    st.qr = QrState{};
+    MatrixState& st = work.state[b];
     st.status = 0;
   }
   cluster.sync();  // no block leaves while others may still read its shared memory
@@ -747,52 +743,13 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(
   if (tid == 0) {
     work.exponent[b] = exponent;
     info[b] = status::ok;
-    ChaseState& st = work.state[b];
-    st.qr = QrState{};
+    MatrixState& st = work.state[b];
     st.status = 0;
   }
 }
 
 // ============================================================================================
-// n > 32, eigenvalues only: the QR iteration
-// ============================================================================================
-
-// One warp per matrix runs §3's iteration (all lanes in lockstep; the deflation scans shared
-// through ballots) on d and e in shared memory, then ranks and writes the eigenvalues, unscaled.
-template <class R, int kShifts>
-__global__ void chase_kernel(int n, long long count, ChaseState* states, R* d_all, R* e_all, int* info, R* w_out,
-                             const int* exponents) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  const long long b = static_cast<long long>(blockIdx.x) * warps + warp;
-  if (b >= count) return;
-  R* d = reinterpret_cast<R*>(smem_raw) + static_cast<std::size_t>(warp) * 2 * n;
-  R* e = d + n;
-  if (states[b].status == 3) {  // non-finite input: NaN eigenvalues for this matrix alone
-    for (int k = lane; k < n; k += 32) w_out[b * n + k] = R(NAN);
-    return;
-  }
-  for (int k = lane; k < n; k += 32) {
-    d[k] = d_all[b * n + k];
-    e[k] = e_all[b * n + k];
-  }
-  __syncwarp();
-  QrState qr;
-  NullSink<R> sink;
-  const QrResult result = tridiagonal_qr<R, true, DefaultSweep, kShifts>(n, d, e, sink, qr, 30L * n);
-  __syncwarp();
-  if (lane == 0 && result != QrResult::done) info[b] = status::no_convergence;
-  const int exponent = exponents[b];
-  for (int i = lane; i < n; i += 32) {
-    const R v = d[i];
-    int rank = 0;
-    for (int j = 0; j < n; ++j) rank += (d[j] < v) || (d[j] == v && j < i);
-    w_out[b * n + rank] = scalbn(v, exponent);
-  }
-}
-
-// ============================================================================================
-// n > 32 with eigenvectors, kernels 2 and 3: divide and conquer on the real tridiagonal
+// n > 32, kernels 2 and 3: divide and conquer on the real tridiagonal
 // (tridiagonal_dc.hpp), §3's QR at the leaves
 // ============================================================================================
 
@@ -811,7 +768,7 @@ struct LeafShared {
 // its eigenvectors fill its diagonal block of Z (nothing else of Z is read before it is written).
 template <class R>
 __global__ void __launch_bounds__(kLeafWarps * 32) dc_leaf_kernel(int n, long long count, int levels,
-                                                                  const ChaseState* states, R* d_all, const R* e_all,
+                                                                  const MatrixState* states, R* d_all, const R* e_all,
                                                                   R* z_all, int* info) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -896,7 +853,7 @@ struct GroupProduct {
 // from, so the node's block of Z is updated in place.
 template <class R, int kRows, int kGroup, int kThreads>
 __global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long count, int level,
-                                                            const ChaseState* states, R* d_all, const R* e_all,
+                                                            const MatrixState* states, R* d_all, const R* e_all,
                                                             R* z_all, int* info) {
   constexpr int kPairs = kRows / kGroup / 2;  // pairs of rows of a panel per thread
   using V2 = vec2_t<R>;
@@ -1075,6 +1032,7 @@ __global__ void finalize_kernel(int n, long long count, Work<T> work, sreal_t<T>
     w[rank] = scalbn(v, exponent);
     perm[rank] = i;
   }
+  if (work.phase == nullptr) return;  // eigenvalues only
   // s₀ = 1, s_{k+1} = s_k·b_k/|b_k| (end of §2.2), as a prefix product over the warp: lane ℓ takes
   // a run of consecutive k, multiplies within it, then scales by the product of the runs before.
   T* phase = work.phase + b * n;
@@ -1458,25 +1416,7 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
   }
   COVFLOW_CHECK_LAUNCH();
 
-  // 2. eigenvalues only: the QR iteration, one latency-bound warp per matrix, spread over the SMs.
-  // Shifts per group: 4 up to n = 192, 8 above (covflow-bench heev-chase on an H100: n = 128 1.93
-  // vs 1.85 ms but 10 % more rotations; n = 256 6.2 vs 4.9 ms).
-  constexpr int kChaseWarps = 1;
-  const auto chase_blocks = static_cast<unsigned>((count + kChaseWarps - 1) / kChaseWarps);
-  if (!options.vectors) {
-    const std::size_t chase_smem = sizeof(R) * 2 * std::size_t(n) * kChaseWarps;
-    auto chase = [&](auto kernel) {
-      allow_shared(kernel, chase_smem);
-      kernel<<<chase_blocks, kChaseWarps * 32, chase_smem, stream>>>(n, count, work.state, work.d, work.e, info.data(),
-                                                                     w.data(), static_cast<const int*>(work.exponent));
-      COVFLOW_CHECK_LAUNCH();
-    };
-    if (n > 192) chase(chase_kernel<R, 8>);
-    else chase(chase_kernel<R, 4>);
-    return;
-  }
-
-  // 2./3. with vectors: divide and conquer — the leaves, then one launch per level of merges.
+  // 2./3. divide and conquer — the leaves, then one launch per level of merges.
   const int levels = dc_levels(n, leaf_max());
   {
     const long long leaves = count << levels;
@@ -1502,8 +1442,9 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
     else if (m <= 256) merge(dc_merge_kernel<R, 32, 2, 256>, 32, 2);
     else merge(dc_merge_kernel<R, 8, 1, 512>, 8, 1);
   }
-  finalize_kernel<D><<<chase_blocks, kChaseWarps * 32, 0, stream>>>(n, count, work, w.data(), info.data());
+  finalize_kernel<D><<<static_cast<unsigned>(count), 32, 0, stream>>>(n, count, work, w.data(), info.data());
   COVFLOW_CHECK_LAUNCH();
+  if (!options.vectors) return;
 
   // 4. back-transform into A
   auto back_registers = [&](auto kernel, int lanes, int per_lane) {
