@@ -6,7 +6,7 @@
 
 namespace covflow::bench {
 
-// Times heev's QR stage alone for each arithmetic policy (CUDA builds only): a diagnostic that
+// Times §3's QR iteration alone for each arithmetic policy (CUDA builds only): a diagnostic that
 // chose the policy heev uses, kept so the choice can be re-measured on other GPUs.
 void run_heev_chase_bench(const Settings& settings);
 

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
   heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
   auto* cholupdate = app.add_subcommand("cholupdate", "Rank-k Cholesky update/downdate vs refactoring (cuSOLVER potrf)");
-  auto* heev_chase = app.add_subcommand("heev-chase", "heev's QR stage alone, per arithmetic policy (diagnostic)");
+  auto* heev_chase = app.add_subcommand("heev-chase", "§3's QR iteration alone (heev's leaves), per arithmetic policy (diagnostic)");
   auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
   bench::PipelineBenchOptions pipeline_options;
   pipeline->add_option("--seconds", pipeline_options.gpu_seconds, "How long the GPU run is fed")->capture_default_str();
