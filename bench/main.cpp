@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   pipeline->add_option("--cells", pipeline_options.cells, "Cells per frame")->capture_default_str()->check(CLI::PositiveNumber);
   pipeline->add_option("--channels", pipeline_options.channels, "Channels (array elements)")->capture_default_str()->check(CLI::Range(2, 1024));
   pipeline->add_option("--budget-ms", pipeline_options.budget_ms, "Per-frame budget")->capture_default_str()->check(CLI::PositiveNumber);
+  pipeline->add_flag("--copy-input", pipeline_options.copy_input,
+                     "Hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
     app.parse(argc, argv);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <span>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,45 +22,72 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Frames at a fixed rate from a few pre-generated templates (generating a 128-channel covariance
-// frame takes longer than its 10 ms period), each handed out as a fresh copy with its own
-// sequence number, as a live feed would deliver it.
+// frame takes longer than its 10 ms period), each delivered as a fresh copy with its own sequence
+// number, as a live feed would deliver it. In place (the default): the copy goes straight into the
+// pipeline's pinned frame slot, as a zero-copy receiver would write it; otherwise each frame is
+// handed over for the ingest thread to copy.
 class PacedInput final : public pipeline::FrameInput {
  public:
-  PacedInput(std::vector<replay::Frame> templates, double rate_hz, std::uint64_t total)
-      : templates_(std::move(templates)), period_(std::chrono::duration<double>(1.0 / rate_hz)), total_(total) {}
+  PacedInput(std::vector<replay::Frame> templates, double rate_hz, std::uint64_t total, bool in_place)
+      : templates_(std::move(templates)), period_(std::chrono::duration<double>(1.0 / rate_hz)), total_(total),
+        in_place_(in_place) {}
 
   std::optional<replay::Frame> next(std::chrono::milliseconds wait) override {
-    if (sent_ >= total_) return std::nullopt;
-    if (sent_ == 0 && start_ == Clock::time_point{}) start_ = Clock::now();
-    const auto due = start_ + std::chrono::duration_cast<Clock::duration>(period_ * double(sent_));
-    const auto now = Clock::now();
-    if (due > now) {
-      if (due - now > wait) {
-        std::this_thread::sleep_for(wait);
-        return std::nullopt;
-      }
-      std::this_thread::sleep_until(due);
-    }
+    if (!wait_until_due(wait)) return std::nullopt;
     // Into the storage of a frame the runner handed back (recycle): no allocation, warm pages.
     const replay::Frame& model = templates_[sent_ % templates_.size()];
     replay::Frame frame = std::move(spare_);
-    frame.header = model.header;
+    frame.header = stamped(model.header);
     frame.payload.assign(model.payload.begin(), model.payload.end());
-    frame.header.sequence = sent_;
-    frame.header.capture_time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(due.time_since_epoch()).count();
     ++sent_;
     return frame;
+  }
+  bool fills_in_place() const override { return in_place_; }
+  std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds wait, std::span<std::byte> payload) override {
+    if (!wait_until_due(wait)) return std::nullopt;
+    const replay::Frame& model = templates_[sent_ % templates_.size()];
+    const replay::FrameHeader header = stamped(model.header);
+    if (model.payload.size() <= payload.size()) std::memcpy(payload.data(), model.payload.data(), model.payload.size());
+    ++sent_;
+    return header;
   }
   bool ended() const override { return sent_ >= total_; }
   void recycle(replay::Frame&& frame) override { spare_ = std::move(frame); }
   std::string describe() const override { return fmt::format("{} frames at {} Hz", total_, 1.0 / period_.count()); }
   std::uint64_t sent() const { return sent_; }
+
+ private:
+  // Sleeps until the next frame is due; false when it is not due within `wait` (or none is left).
+  bool wait_until_due(std::chrono::milliseconds wait) {
+    if (sent_ >= total_) return false;
+    if (sent_ == 0 && start_ == Clock::time_point{}) start_ = Clock::now();
+    const auto now = Clock::now();
+    if (due() > now) {
+      if (due() - now > wait) {
+        std::this_thread::sleep_for(wait);
+        return false;
+      }
+      std::this_thread::sleep_until(due());
+    }
+    return true;
+  }
+  Clock::time_point due() const {
+    return start_ + std::chrono::duration_cast<Clock::duration>(period_ * double(sent_));
+  }
+  replay::FrameHeader stamped(replay::FrameHeader header) const {
+    header.sequence = sent_;
+    header.capture_time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(due().time_since_epoch()).count();
+    return header;
+  }
+
+ public:
   double seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
   std::vector<replay::Frame> templates_;
   std::chrono::duration<double> period_;
   std::uint64_t total_;
+  bool in_place_;
   std::uint64_t sent_ = 0;
   Clock::time_point start_{};
   replay::Frame spare_;
@@ -96,10 +125,11 @@ nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const con
   options.overflow = cfg.pipeline.overflow;
   pipeline::Runner runner(stages::frame_shape(cfg), std::move(chain), exec, options, metrics);
 
-  fmt::print("pipeline on {}: {} frames at {} Hz ({:.0f} s) of {} cells × {}² complex double covariance...\n", backend,
-             total, o.rate_hz, seconds, o.cells, o.channels);
+  fmt::print("pipeline on {}: {} frames at {} Hz ({:.0f} s) of {} cells × {}² complex double covariance, {}...\n", backend,
+             total, o.rate_hz, seconds, o.cells, o.channels,
+             o.copy_input ? "copied by the ingest thread" : "written into the frame slots");
   std::fflush(stdout);
-  PacedInput input(templates, o.rate_hz, total);
+  PacedInput input(templates, o.rate_hz, total, !o.copy_input);
   runner.start(input);
   const auto start = Clock::now();
   auto last_progress = start;
@@ -118,6 +148,7 @@ nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const con
   nlohmann::json run = pipeline::to_json(s);
   run["backend"] = backend;
   run["sent"] = input.sent();
+  run["input"] = o.copy_input ? "copied by the ingest thread" : "written into the frame slots";
   run["wall_s"] = wall;
   run["frames_per_s"] = double(s.frames_done) / wall;
   run["rate_hz"] = o.rate_hz;

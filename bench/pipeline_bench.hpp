@@ -18,6 +18,7 @@ struct PipelineBenchOptions {
   int cells = 180;
   int channels = 128;
   double budget_ms = 10;
+  bool copy_input = false;  // hand frames to the ingest thread to copy (the path before zero-copy input)
 };
 
 nlohmann::json run_pipeline_bench(const Settings& settings, const PipelineBenchOptions& options, linalg::Exec* gpu,

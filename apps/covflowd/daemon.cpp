@@ -52,6 +52,13 @@ class LimitedInput final : public pipeline::FrameInput {
   std::string last_problem() const override { return source_.last_problem(); }
   std::string describe() const override { return source_.describe(); }
   void recycle(replay::Frame&& frame) override { source_.recycle(std::move(frame)); }
+  bool fills_in_place() const override { return source_.fills_in_place(); }
+  std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds wait, std::span<std::byte> payload) override {
+    if (limit_reached()) return std::nullopt;
+    auto header = source_.next_into(wait, payload);
+    if (header) ++taken_;
+    return header;
+  }
   std::uint64_t taken() const { return taken_.load(); }
 
  private:

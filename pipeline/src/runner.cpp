@@ -121,12 +121,24 @@ void Runner::start(FrameInput& input) {
 
 // ---- ingest ---------------------------------------------------------------------------------
 
+std::optional<replay::FrameHeader> FrameInput::next_into(std::chrono::milliseconds, std::span<std::byte>) {
+  throw std::logic_error("input " + describe() + " says it fills frames in place but does not implement next_into");
+}
+
 void Runner::ingest_loop(FrameInput& input) {
   std::uint64_t rejected_seen = 0;
+  const bool in_place = input.fills_in_place();
+  FrameSlot* held = nullptr;  // in place: the slot the next frame is written into
   while (!stop_ingest_.load()) {
     std::optional<replay::Frame> frame;
+    std::optional<replay::FrameHeader> placed;
     try {
-      frame = input.next(options_.input_wait);
+      if (in_place) {
+        if (held == nullptr && (held = acquire_slot()) == nullptr) break;  // stopping now
+        placed = input.next_into(options_.input_wait, held->host.payload);
+      } else {
+        frame = input.next(options_.input_wait);
+      }
     } catch (const std::exception& e) {
       log_->error("input {} failed: {}; no more frames will be taken from it", input.describe(), e.what());
       input_ended_ = true;
@@ -137,6 +149,11 @@ void Runner::ingest_loop(FrameInput& input) {
       metrics_.frames_rejected(drop_reason::rejected_input, rejected - rejected_seen);
       log_->warn("input refused {} damaged record(s): {}", rejected - rejected_seen, input.last_problem());
       rejected_seen = rejected;
+    }
+    if (placed) {
+      admit_in_place(held, *placed);
+      held = nullptr;
+      continue;
     }
     if (!frame) {
       if (input.ended()) {
@@ -149,40 +166,82 @@ void Runner::ingest_loop(FrameInput& input) {
     admit(*frame);
     input.recycle(std::move(*frame));
   }
+  if (held != nullptr) pool_->release(held);
   queue_.close();
   thread_exited();
+}
+
+// A slot for ingest, waiting while the pool is empty (counted as ingest blocked past 1 ms);
+// nullptr when the runner is stopping now.
+FrameSlot* Runner::acquire_slot() {
+  FrameSlot* slot = nullptr;
+  const auto wait_start = Clock::now();
+  while ((slot = pool_->acquire(kPoll)) == nullptr)
+    if (stop_now_.load()) return nullptr;
+  if (const double waited = std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count(); waited > 1.0)
+    metrics_.ingest_blocked(waited);
+  return slot;
+}
+
+// Whether a frame of header h with `bytes` of payload is refused (reason shape, logged, counted;
+// the caller has counted it in).
+bool Runner::refuse_shape(const replay::FrameHeader& h, std::size_t bytes) {
+  auto problem = frame_shape_problem(shape_, h, bytes);
+  if (problem.empty()) return false;
+  // A misconfigured feed sends nothing but such frames: the first ones are logged, then one in a
+  // thousand (every one is counted).
+  if (++shape_drops_ <= 20 || shape_drops_ % 1000 == 0)
+    log_->warn("frame {} dropped (shape): {} [{} such frames so far]", h.sequence, problem, shape_drops_);
+  return true;
+}
+
+// A frame an in-place input wrote into `slot`: it arrived when the input returned.
+void Runner::admit_in_place(FrameSlot* slot, const replay::FrameHeader& h) {
+  metrics_.frame_in();
+  ++in_flight_;
+  const std::int64_t arrival = now_ns();
+  const auto bytes = static_cast<std::size_t>(h.payload_bytes());
+  if (bytes > slot->host.payload.size()) {
+    if (++shape_drops_ <= 20 || shape_drops_ % 1000 == 0)
+      log_->warn("frame {} dropped (shape): its payload of {} bytes exceeds the frame slots' {} [{} such frames so far]",
+                 h.sequence, bytes, slot->host.payload.size(), shape_drops_);
+    drop(slot, drop_reason::shape);
+    return;
+  }
+  if (refuse_shape(h, bytes)) {
+    drop(slot, drop_reason::shape);
+    return;
+  }
+  enqueue(slot, h, arrival);
 }
 
 void Runner::admit(replay::Frame& frame) {
   metrics_.frame_in();
   ++in_flight_;
   const auto& h = frame.header;
-  if (auto problem = frame_shape_problem(shape_, h, frame.payload.size()); !problem.empty()) {
-    // A misconfigured feed sends nothing but such frames: the first ones are logged, then one
-    // in a thousand (every one is counted).
-    if (++shape_drops_ <= 20 || shape_drops_ % 1000 == 0)
-      log_->warn("frame {} dropped (shape): {} [{} such frames so far]", h.sequence, problem, shape_drops_);
+  if (refuse_shape(h, frame.payload.size())) {
     metrics_.frame_dropped(drop_reason::shape);
     --in_flight_;
     return;
   }
-  FrameSlot* slot = nullptr;
-  const auto wait_start = Clock::now();
-  while ((slot = pool_->acquire(kPoll)) == nullptr) {
-    if (stop_now_.load()) {
-      metrics_.frame_dropped(drop_reason::shutdown);
-      --in_flight_;
-      return;
-    }
+  FrameSlot* slot = acquire_slot();
+  if (slot == nullptr) {
+    metrics_.frame_dropped(drop_reason::shutdown);
+    --in_flight_;
+    return;
   }
-  if (const double waited = std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count(); waited > 1.0)
-    metrics_.ingest_blocked(waited);
+  // Arrival is taken before the copy into the slot: the copy is part of the frame's latency.
+  const std::int64_t arrival = now_ns();
+  if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
+  enqueue(slot, h, arrival);
+}
 
+// The slot, its payload in place, goes to the queue under the overflow policy.
+void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns) {
   slot->sequence = h.sequence;
   slot->header = h;
-  slot->times = {.capture_ns = h.capture_time_ns, .arrival_ns = now_ns(), .deadline_ns = 0, .done_ns = 0};
+  slot->times = {.capture_ns = h.capture_time_ns, .arrival_ns = arrival_ns, .deadline_ns = 0, .done_ns = 0};
   slot->times.deadline_ns = slot->times.arrival_ns + std::int64_t(options_.budget_ms * 1e6);
-  if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
   slot->results.clear();
   std::fill(slot->stages.begin(), slot->stages.end(), StageRecord{});
   slot->problem.clear();

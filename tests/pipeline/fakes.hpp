@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -125,6 +126,44 @@ class GeneratedInput final : public pipeline::FrameInput {
   std::uint64_t rejected_every_;
   std::atomic<std::uint64_t> produced_{0};
   std::atomic<std::uint64_t> rejected_{0};
+};
+
+// Frames 0 … count−1 of `shape` written straight into the runner's frame slot (a zero-copy input);
+// every `wrong_every`-th frame (> 0) has one channel too many, and every `oversize_every`-th a
+// payload larger than any slot (neither is written).
+class InPlaceInput final : public pipeline::FrameInput {
+ public:
+  InPlaceInput(FrameShape shape, std::uint64_t count, std::uint64_t wrong_every = 0, std::uint64_t oversize_every = 0)
+      : shape_(shape), count_(count), wrong_every_(wrong_every), oversize_every_(oversize_every) {}
+  std::optional<replay::Frame> next(std::chrono::milliseconds) override {
+    ++copied_calls_;  // the runner must not use this path for an in-place input
+    return std::nullopt;
+  }
+  bool fills_in_place() const override { return true; }
+  std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds, std::span<std::byte> payload) override {
+    if (ended()) return std::nullopt;
+    const std::uint64_t seq = produced_++;
+    replay::Frame f = frame_for(shape_, seq);
+    if (wrong_every_ > 0 && seq % wrong_every_ == wrong_every_ - 1) {
+      FrameShape other = shape_;
+      other.channels += 1;
+      f = frame_for(other, seq);
+    }
+    if (oversize_every_ > 0 && seq % oversize_every_ == oversize_every_ - 1) {
+      f.header.count = std::uint32_t(payload.size());  // far more cells than a slot holds
+      return f.header;
+    }
+    if (f.payload.size() <= payload.size()) std::memcpy(payload.data(), f.payload.data(), f.payload.size());
+    return f.header;
+  }
+  bool ended() const override { return produced_.load() >= count_; }
+  std::string describe() const override { return "in place"; }
+  std::uint64_t copied_calls() const { return copied_calls_.load(); }
+
+ private:
+  FrameShape shape_;
+  std::uint64_t count_, wrong_every_, oversize_every_;
+  std::atomic<std::uint64_t> produced_{0}, copied_calls_{0};
 };
 
 // A stage that runs `action` (if any), can sleep, and counts the frames it ran on.

@@ -324,6 +324,38 @@ TEST(Runner, WrongShapeFramesAreDroppedWithReasonAndTheRestGoOn) {
   EXPECT_NE(frame_shape_problem(covariance_only, test::frame_for(shape, 0).header, 0).find("covariance frames only"), std::string::npos);
 }
 
+// A zero-copy input writes each frame into its slot: every frame is done with its own payload,
+// the ingest thread never takes the copying path, wrong-shape and oversized frames are dropped
+// (reason shape) and their slots go back to the pool — more of them than the pool holds.
+TEST(Runner, InPlaceInputFillsTheSlotsAndBadFramesGiveThemBack) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  chain.add(std::make_unique<FakeStage>("a"));
+  Completed done;
+  test::InPlaceInput input(small_shape(), 300, 7, 11);
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 1000, .queue_depth = 4, .overflow = Overflow::block},
+                metrics, done.callback());
+  runner.start(input);
+  runner.wait();
+  const auto s = metrics.snapshot();
+  expect_accounted(s);
+  std::uint64_t bad = 0;
+  std::vector<std::uint64_t> good;
+  for (std::uint64_t seq = 0; seq < 300; ++seq) {
+    if (seq % 7 == 6 || seq % 11 == 10) ++bad;
+    else good.push_back(seq);
+  }
+  ASSERT_GT(bad, runner.pool().capacity());  // a leaked slot would have stalled ingest
+  EXPECT_EQ(s.frames_in, 300u);
+  EXPECT_EQ(s.dropped_by_reason.at("shape"), bad);
+  EXPECT_EQ(s.frames_done, good.size());
+  EXPECT_EQ(done.sequences, good);
+  EXPECT_EQ(done.payload_mismatches, 0u);
+  EXPECT_EQ(input.copied_calls(), 0u);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
 TEST(Runner, DamagedInputRecordsAreCountedInAndDropped) {
   auto exec = linalg::Exec::cpu(1);
   Metrics metrics;

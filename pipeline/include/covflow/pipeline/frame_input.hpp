@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "covflow/replay/frame.hpp"
@@ -30,6 +31,17 @@ class FrameInput {
   // MB per frame costs its page faults on every frame (on a 47 MB covariance frame, longer than
   // the 10 ms frame period on the H100 host). Called from the ingest thread; the default drops it.
   virtual void recycle(replay::Frame&& frame) { (void)frame; }
+
+  // Zero-copy inputs write each frame straight into the pipeline's frame slot (pinned host memory
+  // on a GPU lane) instead of handing over a Frame that the ingest thread copies there — on a
+  // 47 MB covariance frame that copy is about 5 ms of the frame's latency. Such an input returns
+  // true here and implements next_into(); the ingest thread then calls only next_into().
+  virtual bool fills_in_place() const { return false; }
+  // Like next(), but the payload goes into `payload` (the slot's whole capacity) and only the
+  // header comes back: its payload_bytes() bytes at the start of `payload` are the frame's. A
+  // frame whose payload would not fit is not written; its header still comes back, and the
+  // runner drops it (reason shape) without reading the slot.
+  virtual std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds wait, std::span<std::byte> payload);
 };
 
 }  // namespace covflow::pipeline

@@ -124,6 +124,10 @@ class Runner {
  private:
   struct Lane;
   void ingest_loop(FrameInput& input);
+  FrameSlot* acquire_slot();
+  bool refuse_shape(const replay::FrameHeader& h, std::size_t bytes);
+  void admit_in_place(FrameSlot* slot, const replay::FrameHeader& h);
+  void enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
   void admit(replay::Frame& frame);
   void lane_loop(Lane& lane);
   void process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pending, bool& pending_uploaded);
