@@ -98,20 +98,27 @@ std::vector<T> make_updates(int n, int k, int count, std::mt19937_64& rng) {
   return v;
 }
 
-// Rank-one updates by plane rotations, one column of V at a time, in double precision: the
+// Rank-one updates by plane rotations, one column of V at a time, one precision above T's: the
 // textbook algorithm, written independently of the code under test.
 template <class T>
 void reference_update(T* l, const T* v, int n, int k) {
-  using W = wide_t<T, double>;
+  // In a wider type than T (long double for double T): the factor of A = B + VVᴴ is the downdate
+  // tests' input, and their "update then downdate returns B" check would otherwise count this
+  // reference's own rounding (k rotations, relative to ‖A‖) as the downdate's error.
+  using P = acc_real_t<T>;
+  using W = wide_t<T, P>;
   std::vector<W> a(std::size_t(n) * n), x(n);
   for (int j = 0; j < n; ++j)
     for (int i = j; i < n; ++i) a[i + std::size_t(j) * n] = convert<W>(l[i + std::size_t(j) * n]);
   for (int p = 0; p < k; ++p) {
     for (int i = 0; i < n; ++i) x[i] = convert<W>(v[i + std::size_t(p) * n]);
     for (int j = 0; j < n; ++j) {
-      const double ajj = std::real(a[j + std::size_t(j) * n]);
-      const double r = std::sqrt(ajj * ajj + abs2(x[j]));
-      const double c = r / ajj;
+      const P ajj = std::real(a[j + std::size_t(j) * n]);
+      P xj2;
+      if constexpr (is_complex_v<W>) xj2 = std::norm(x[j]);
+      else xj2 = x[j] * x[j];
+      const P r = std::sqrt(ajj * ajj + xj2);
+      const P c = r / ajj;
       const W s = x[j] / ajj;
       a[j + std::size_t(j) * n] = W(r);
       for (int i = j + 1; i < n; ++i) {
