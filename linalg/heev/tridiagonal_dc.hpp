@@ -17,7 +17,7 @@
 //      close d's are rotated so that one z entry vanishes (the rotation goes into Q's columns);
 //   2. the K remaining d's, strictly increasing, interlace the new eigenvalues: root j of the
 //      secular equation 1 + ρ Σ z_i²/(d_i − λ) = 0 lies in (d_j, d_{j+1}) (dc_secular_root, one
-//      per thread). Each root is kept as (origin, τ) with λ = d_origin + τ and origin the nearer
+//      per group of threads on the GPU). Each root is kept as (origin, τ) with λ = d_origin + τ and origin the nearer
 //      pole, so that every d_i − λ = (d_i − d_origin) − τ is computed to full relative accuracy;
 //   3. Gu and Eisenstat's ẑ (dc_lowner_z): the z for which the computed roots are exact, from
 //      Löwner's formula — the eigenvectors u_j ∝ (ẑ_i / (d_i − λ_j))_i of D + ρẑẑᵀ are then
