@@ -44,7 +44,6 @@
 // No host synchronisation anywhere: per-matrix status goes to `info` on the device. A matrix
 // holding a NaN or an Inf is flagged by the first kernel; later kernels write NaN for it alone.
 #include <cooperative_groups.h>
-#include <cuda/atomic>
 
 #include <algorithm>
 #include <cstdlib>
@@ -817,19 +816,10 @@ template <class R> using vec2_t = typename vec2_of<R>::type;
 // Sum or product over the kGroup consecutive threads that share an item, identical in each of them
 // (a butterfly: every partial combination is commutative, so the rounding is the same everywhere).
 // The groups of a warp run different items and may diverge from each other (a root may take more
-// steps than its neighbour's), so each shuffles under its own mask.
-template <int kGroup>
-__device__ unsigned group_mask() {
-  return kGroup == 32 ? 0xffffffffu : ((1u << kGroup) - 1) << ((threadIdx.x & 31) & ~(kGroup - 1));
-}
+// steps than its neighbour's), so each shuffles under its own mask (group_mask, device_scalar.cuh).
 template <int kGroup>
 struct GroupSum {
-  template <class V> __device__ V operator()(V v) const {
-    const unsigned mask = group_mask<kGroup>();
-#pragma unroll
-    for (int offset = kGroup / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(mask, v, offset);
-    return v;
-  }
+  template <class V> __device__ V operator()(V v) const { return group_sum<kGroup>(v); }
 };
 template <int kGroup>
 struct GroupProduct {
@@ -1128,15 +1118,7 @@ __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a
         dot1 = fma_conj(dot1, w[i + 8], v[i + 8]);
       }
       if (i < m) dot0 = fma_conj(dot0, w[i], v[i]);
-      T dot = dot0 + dot1;
-      for (int offset = 4; offset > 0; offset >>= 1) {
-        if constexpr (is_cx<T>) {
-          dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
-          dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
-        } else {
-          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        }
-      }
+      const T dot = group_sum<8>(dot0 + dot1);
       const T coef = alpha_k * dot;
       for (int r = sub; r < m; r += 8) v[r] = v[r] - w[r] * coef;
     }
@@ -1219,15 +1201,7 @@ __global__ void __launch_bounds__(kBackThreads, 2) back_transform_registers_kern
       const T* wc = stage + wy_row(g, c) * ld;
       T dot = zero;
       for (int i = lane; i < ld; i += 32) dot = fma_conj(dot, wa[i], wc[i]);
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        if constexpr (is_cx<T>) {
-          dot.x += __shfl_xor_sync(0xffffffffu, dot.x, offset);
-          dot.y += __shfl_xor_sync(0xffffffffu, dot.y, offset);
-        } else {
-          dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-        }
-      }
+      dot = warp_sum(dot);
       if (lane == 0) gram[g][a][c] = dot;
     }
     __syncthreads();
@@ -1258,16 +1232,7 @@ __global__ void __launch_bounds__(kBackThreads, 2) back_transform_registers_kern
 #pragma unroll
         for (int a = 0; a < kGroupWY; ++a) x[a] = fma_conj(x[a], w[a][kLanes * t], v[t]);
 #pragma unroll
-      for (int offset = kLanes / 2; offset > 0; offset >>= 1)
-#pragma unroll
-        for (int a = 0; a < kGroupWY; ++a) {
-          if constexpr (is_cx<T>) {
-            x[a].x += __shfl_xor_sync(0xffffffffu, x[a].x, offset);
-            x[a].y += __shfl_xor_sync(0xffffffffu, x[a].y, offset);
-          } else {
-            x[a] += __shfl_xor_sync(0xffffffffu, x[a], offset);
-          }
-        }
+      for (int a = 0; a < kGroupWY; ++a) x[a] = group_sum<kLanes>(x[a]);
       // Keeps the compiler from holding the dot pass's loads of W for the update pass (4·kPerLane
       // values: the kernel spilled) — the update reloads them, as broadcasts.
       __syncwarp();

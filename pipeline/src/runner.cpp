@@ -183,10 +183,13 @@ FrameSlot* Runner::acquire_slot() {
   return slot;
 }
 
-// Whether a frame of header h with `bytes` of payload is refused (reason shape, logged, counted;
-// the caller has counted it in).
-bool Runner::refuse_shape(const replay::FrameHeader& h, std::size_t bytes) {
-  auto problem = frame_shape_problem(shape_, h, bytes);
+// Whether a frame of header h with `bytes` of payload is refused (reason shape, logged; the caller
+// has counted it in and drops it): a shape other than the configured one, or more payload than a
+// frame slot holds (`capacity`; an in-place input then wrote nothing).
+bool Runner::refuse_shape(const replay::FrameHeader& h, std::size_t bytes, std::size_t capacity) {
+  const std::string problem =
+      bytes > capacity ? fmt::format("its payload of {} bytes exceeds the frame slots' {}", bytes, capacity)
+                       : frame_shape_problem(shape_, h, bytes);
   if (problem.empty()) return false;
   // A misconfigured feed sends nothing but such frames: the first ones are logged, then one in a
   // thousand (every one is counted).
@@ -200,15 +203,7 @@ void Runner::admit_in_place(FrameSlot* slot, const replay::FrameHeader& h) {
   metrics_.frame_in();
   ++in_flight_;
   const std::int64_t arrival = now_ns();
-  const auto bytes = static_cast<std::size_t>(h.payload_bytes());
-  if (bytes > slot->host.payload.size()) {
-    if (++shape_drops_ <= 20 || shape_drops_ % 1000 == 0)
-      log_->warn("frame {} dropped (shape): its payload of {} bytes exceeds the frame slots' {} [{} such frames so far]",
-                 h.sequence, bytes, slot->host.payload.size(), shape_drops_);
-    drop(slot, drop_reason::shape);
-    return;
-  }
-  if (refuse_shape(h, bytes)) {
+  if (refuse_shape(h, static_cast<std::size_t>(h.payload_bytes()), slot->host.payload.size())) {
     drop(slot, drop_reason::shape);
     return;
   }

@@ -336,7 +336,6 @@ TYPED_TEST(HeevModel, MatchesLapackAndIsAccurate) {
 // (many merges, small ones) and 16 (the GPU's default).
 TYPED_TEST(HeevModel, DivideAndConquerMatchesLapack) {
   using T = TypeParam;
-  using R = real_t<T>;
   std::mt19937_64 rng(test::fresh_seed("heev model divide and conquer"));
   test::EigenErrors worst;
   for (int leaf : {4, 16}) {
@@ -354,7 +353,6 @@ TYPED_TEST(HeevModel, DivideAndConquerMatchesLapack) {
   std::printf("[ model    ] divide and conquer, worst over kinds and n: residual %.2f, orthogonality %.2f, "
               "values %.2f (units of nε)\n",
               worst.residual, worst.orthogonality, worst.values);
-  (void)sizeof(R);
 }
 
 // Matrices built to exercise the deflation: Wilkinson's W⁺ (pairs of eigenvalues equal to many

@@ -32,6 +32,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -125,7 +126,8 @@ class Runner {
   struct Lane;
   void ingest_loop(FrameInput& input);
   FrameSlot* acquire_slot();
-  bool refuse_shape(const replay::FrameHeader& h, std::size_t bytes);
+  bool refuse_shape(const replay::FrameHeader& h, std::size_t bytes,
+                    std::size_t capacity = std::numeric_limits<std::size_t>::max());
   void admit_in_place(FrameSlot* slot, const replay::FrameHeader& h);
   void enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
   void admit(replay::Frame& frame);
