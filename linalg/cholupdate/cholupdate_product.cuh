@@ -191,14 +191,14 @@ __device__ inline D lower_element(const D* L, long long ldl, int r, int c) {
 // The per-matrix progress counters (here and in cholupdate_cuda.cu's rotation pipeline): one thread
 // spins with acquire loads; one thread publishes with a release store.
 __device__ inline void wait_at_least(int* counter, int target) {
-  cuda::atomic_ref<int, cuda::thread_scope_device> ref(*counter);
-  while (ref.load(cuda::memory_order_acquire) < target) {
+  ::cuda::atomic_ref<int, ::cuda::thread_scope_device> ref(*counter);
+  while (ref.load(::cuda::memory_order_acquire) < target) {
   }
 }
 
 __device__ inline void release_store(int* counter, int value) {
-  cuda::atomic_ref<int, cuda::thread_scope_device> ref(*counter);
-  ref.store(value, cuda::memory_order_release);
+  ::cuda::atomic_ref<int, ::cuda::thread_scope_device> ref(*counter);
+  ref.store(value, ::cuda::memory_order_release);
 }
 
 // ---- W = L⁻¹V ------------------------------------------------------------------------------------

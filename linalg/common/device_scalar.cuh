@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "covflow/linalg/cuda/warp.cuh"
 #include "covflow/linalg/types.hpp"
 
 namespace covflow::linalg::detail {
@@ -67,25 +68,13 @@ template <class T> __host__ __device__ inline bool is_finite(T v) {
   else return isfinite(v);
 }
 
-// The lanes of this thread's aligned group of kWidth lanes (kWidth a power of two ≤ 32).
-template <int kWidth> __device__ inline unsigned group_mask() {
-  if constexpr (kWidth == 32) return 0xffffffffu;
-  else return ((1u << kWidth) - 1) << ((threadIdx.x & 31) & ~unsigned(kWidth - 1));
-}
-// Sum over an aligned group of kWidth lanes; every lane of the group gets the same result (a
-// butterfly: each partial sum is commutative, so the rounding is identical in every lane). Only the
-// group's own lanes need take part, so groups of a warp may diverge from each other.
-template <int kWidth, class R> __device__ inline R group_sum(R v) {
-  const unsigned mask = group_mask<kWidth>();
-#pragma unroll
-  for (int offset = kWidth / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(mask, v, offset);
-  return v;
-}
+// Group and warp sums (covflow/linalg/cuda/warp.cuh) for real scalars, and their complex twins.
+using cuda::group_mask;
+using cuda::group_sum;
+using cuda::warp_sum;
 template <int kWidth, class R> __device__ inline Cx<R> group_sum(Cx<R> v) {
   return {group_sum<kWidth>(v.x), group_sum<kWidth>(v.y)};
 }
-// Warp-wide sum; every lane gets the result.
-template <class R> __device__ inline R warp_sum(R v) { return group_sum<32>(v); }
 template <class R> __device__ inline Cx<R> warp_sum(Cx<R> v) { return group_sum<32>(v); }
 
 }  // namespace covflow::linalg::detail
