@@ -55,16 +55,38 @@ enum class Criterion : std::uint8_t { mdl, aic };
 // `ascending` holds the eigenvalues as heev returns them (ascending), so the N−k smallest ones —
 // the noise candidates for k sources — are a prefix. Eigenvalues are floored at
 // N·ε(double)·max(l_1, DBL_MIN) so that a rank-deficient estimate (K < N) gives finite logs.
-// Returns the source count, or −1 when an eigenvalue is not finite.
+
+// The floor for eigenvalues below it: N·ε(double)·max(l_1, DBL_MIN).
+COVFLOW_HD inline double eigenvalue_floor(double largest, int n) {
+  return fmax(largest, 2.2250738585072014e-308) * n * 2.220446049250313e-16;
+}
+
+// The criterion for k = N − m sources, from the sum and the sum of logarithms of the m smallest
+// (floored) eigenvalues.
+COVFLOW_HD inline double criterion_value(double sum, double log_sum, int m, int n, double snapshots, Criterion criterion) {
+  const int k = n - m;
+  const double log_ratio = log(sum / m) - log_sum / m;  // ln(a/g) >= 0 up to rounding
+  const double likelihood = snapshots * m * (log_ratio > 0.0 ? log_ratio : 0.0);
+  const double parameters = double(k) * (2.0 * n - k);
+  return criterion == Criterion::mdl ? likelihood + 0.5 * parameters * log(snapshots)
+                                     : 2.0 * likelihood + 2.0 * parameters;
+}
+
+// Whether the criterion value `a` for m_a noise eigenvalues beats `b` for m_b: smaller, and on a
+// tie the smaller source count (the larger m).
+COVFLOW_HD inline bool criterion_better(double a, int m_a, double b, int m_b) { return a < b || (a == b && m_a > m_b); }
+
+// The walk over m = 1 … N (the CUDA path splits it over a warp with the same helpers): returns
+// the source count, or −1 when an eigenvalue is not finite.
 template <class R>
 COVFLOW_HD int estimate_source_count(const R* ascending, int n, double snapshots, Criterion criterion) {
   if (n <= 0) return 0;
   const double largest = static_cast<double>(ascending[n - 1]);
   if (!is_finite(largest)) return -1;
-  const double floor_value = fmax(largest, 2.2250738585072014e-308) * n * 2.220446049250313e-16;
+  const double floor_value = eigenvalue_floor(largest, n);
   double sum = 0.0, log_sum = 0.0;  // over the noise candidates, a growing prefix
   double best = 0.0;
-  int best_k = 0;
+  int best_m = 0;
   // m = N − k noise eigenvalues: the prefix 0 … m−1. Walk m upward (k downward).
   for (int m = 1; m <= n; ++m) {
     const double raw = static_cast<double>(ascending[m - 1]);
@@ -72,18 +94,13 @@ COVFLOW_HD int estimate_source_count(const R* ascending, int n, double snapshots
     const double value = raw > floor_value ? raw : floor_value;
     sum += value;
     log_sum += log(value);
-    const int k = n - m;
-    const double log_ratio = log(sum / m) - log_sum / m;  // ln(a/g) >= 0 up to rounding
-    const double likelihood = snapshots * m * (log_ratio > 0.0 ? log_ratio : 0.0);
-    const double parameters = double(k) * (2.0 * n - k);
-    const double value_k = criterion == Criterion::mdl ? likelihood + 0.5 * parameters * log(snapshots)
-                                                       : 2.0 * likelihood + 2.0 * parameters;
-    if (m == 1 || value_k <= best) {  // ties go to the smaller k (seen later in this walk)
+    const double value_k = criterion_value(sum, log_sum, m, n, snapshots, criterion);
+    if (m == 1 || criterion_better(value_k, m, best, best_m)) {
       best = value_k;
-      best_k = k;
+      best_m = m;
     }
   }
-  return best_k;
+  return n - best_m;
 }
 
 // The MUSIC null spectrum Q(u) = a(u)ᴴ E_n E_nᴴ a(u) = Σ_k |e_kᴴ a(u)|² (the pseudo-spectrum is
@@ -114,13 +131,15 @@ struct NullSpectrumDerivatives {
   double q = 0.0, dq = 0.0, d2q = 0.0;
 };
 
+// The terms s = first, first + stride, … < N of the three sums below, without r_0: the CPU takes
+// them all (first 1, stride 1); a warp of the CUDA path splits them over its lanes and adds the
+// lanes' partial sums.
 template <class R>
-COVFLOW_HD NullSpectrumDerivatives null_spectrum_derivatives(const R* re, const R* im, int n, double u) {
+COVFLOW_HD NullSpectrumDerivatives null_spectrum_terms(const R* re, const R* im, int n, double u, int first, int stride) {
   constexpr double two_pi = 6.283185307179586;
   NullSpectrumDerivatives out;
-  out.q = static_cast<double>(re[0]);
   // d/du ω^s = −j·2π·s·ω^s: Re(r_s·(−j2πs)·ω^s) = 2πs·Im(r_s·ω^s); d²: −(2πs)²·Re(r_s·ω^s).
-  for (int s = 1; s < n; ++s) {
+  for (int s = first; s < n; s += stride) {
     double sn, cs;
     sin_cos(-two_pi * s * u, &sn, &cs);
     const double rr = static_cast<double>(re[s]), ri = static_cast<double>(im[s]);
@@ -134,23 +153,32 @@ COVFLOW_HD NullSpectrumDerivatives null_spectrum_derivatives(const R* re, const 
   return out;
 }
 
+template <class R>
+COVFLOW_HD NullSpectrumDerivatives null_spectrum_derivatives(const R* re, const R* im, int n, double u) {
+  NullSpectrumDerivatives out = null_spectrum_terms(re, im, n, u, 1, 1);
+  out.q += static_cast<double>(re[0]);
+  return out;
+}
+
 // The minimiser of Q in [lo, hi] that a grid minimum at `start` (lo < start < hi, Q(start) ≤
 // Q(lo), Q(hi)) brackets: safeguarded Newton on Q'(u) = 0 (bisection whenever a Newton step
 // leaves the bracket or the curvature is not positive), or golden-section search on Q when Q'
-// does not change sign across the bracket. Converges to |Δu| ≲ 1e−12; returns u.
-template <class R>
-COVFLOW_HD double refine_minimum(const R* re, const R* im, int n, double lo, double start, double hi) {
+// does not change sign across the bracket. Converges to |Δu| ≲ 1e−12; returns u. `at(u)` gives
+// Q, Q' and Q'' at u (NullSpectrumDerivatives); the branches depend only on what it returns, so
+// a warp whose lanes all get the same values from it takes them together.
+template <class Evaluate>
+COVFLOW_HD double refine_minimum_by(const Evaluate& at, double lo, double start, double hi) {
   const double tolerance = 1e-13;
-  const double slope_lo = null_spectrum_derivatives(re, im, n, lo).dq;
-  const double slope_hi = null_spectrum_derivatives(re, im, n, hi).dq;
+  const double slope_lo = at(lo).dq;
+  const double slope_hi = at(hi).dq;
   if (slope_lo < 0.0 && slope_hi > 0.0) {
     double x = start;
     for (int iteration = 0; iteration < 100; ++iteration) {
-      const NullSpectrumDerivatives at = null_spectrum_derivatives(re, im, n, x);
-      if (at.dq == 0.0) return x;
-      if (at.dq < 0.0) lo = x;
+      const NullSpectrumDerivatives here = at(x);
+      if (here.dq == 0.0) return x;
+      if (here.dq < 0.0) lo = x;
       else hi = x;
-      double next = (at.d2q > 0.0) ? x - at.dq / at.d2q : 0.5 * (lo + hi);
+      double next = (here.d2q > 0.0) ? x - here.dq / here.d2q : 0.5 * (lo + hi);
       if (!(next > lo && next < hi)) next = 0.5 * (lo + hi);
       if (fabs(next - x) <= tolerance || hi - lo <= tolerance) return next;
       x = next;
@@ -161,23 +189,29 @@ COVFLOW_HD double refine_minimum(const R* re, const R* im, int n, double lo, dou
   constexpr double golden = 0.6180339887498949;
   double a = lo, b = hi;
   double c = b - golden * (b - a), d = a + golden * (b - a);
-  double qc = null_spectrum_derivatives(re, im, n, c).q, qd = null_spectrum_derivatives(re, im, n, d).q;
+  double qc = at(c).q, qd = at(d).q;
   for (int iteration = 0; iteration < 200 && b - a > tolerance; ++iteration) {
     if (qc <= qd) {
       b = d;
       d = c;
       qd = qc;
       c = b - golden * (b - a);
-      qc = null_spectrum_derivatives(re, im, n, c).q;
+      qc = at(c).q;
     } else {
       a = c;
       c = d;
       qc = qd;
       d = a + golden * (b - a);
-      qd = null_spectrum_derivatives(re, im, n, d).q;
+      qd = at(d).q;
     }
   }
   return 0.5 * (a + b);
+}
+
+// refine_minimum_by with Q and its derivatives summed serially (the CPU path).
+template <class R>
+COVFLOW_HD double refine_minimum(const R* re, const R* im, int n, double lo, double start, double hi) {
+  return refine_minimum_by([=](double u) { return null_spectrum_derivatives(re, im, n, u); }, lo, start, hi);
 }
 
 // θ (degrees) of spatial frequency u for element spacing d (wavelengths).
