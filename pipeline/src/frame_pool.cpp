@@ -1,6 +1,7 @@
 #include "covflow/pipeline/frame_pool.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -90,6 +91,8 @@ FramePool::FramePool(const FrameShape& shape, const std::vector<SlotNeeds>& need
       st.device.reserve(6);
       slot.host.payload = pin(payload);
       slot.host.scratch = pin(host_scratch);
+      // Stages keep descriptors there (what collect() finds): a new slot holds none.
+      if (!slot.host.scratch.empty()) std::memset(slot.host.scratch.data(), 0, slot.host.scratch.size());
       slot.device.payload = dev(payload);
       slot.device.covariance = dev(matrices);
       slot.device.eigenvalues = dev(values);

@@ -371,7 +371,8 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
       pending_uploaded = true;
     }
   };
-  // Waits for the GPU and turns the queued stages' event pairs into stage times.
+  // Waits for the GPU, turns the queued stages' event pairs into stage times and lets each of
+  // those stages collect its results (Stage::collect).
   auto settle = [&] {
     prefetch();
     gpu->synchronize();
@@ -380,6 +381,7 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
       slot.stages[lane.issued[k]].ms = ms;
       record_stage_time(lane, lane.issued[k], ms);
     }
+    for (const std::size_t i : lane.issued) stages_[i]->collect(slot, *lane.exec);
     lane.issued.clear();
     lane.issued_from.clear();
   };
@@ -416,6 +418,7 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
       stage.run(slot, *lane.exec);
       record.outcome = StageRecord::Outcome::ran;
       if (host_stage) {
+        stage.collect(slot, *lane.exec);  // its work is done: a host stage finishes in run()
         record.ms = ms_between(start, now_ns());
         record_stage_time(lane, i, record.ms);
         if (gpu) {  // later GPU stages are timed from here, not across this host stage

@@ -170,7 +170,7 @@ struct AdaptiveStage::Lane {
 
 namespace {
 
-// Descriptor at the start of a staging buffer, read by the host function.
+// Descriptor at the start of a staging buffer, written by run() and read by collect().
 struct ResultCopy {
   AdaptiveStage* stage;
   AdaptiveStage::Lane* lane;
@@ -247,7 +247,10 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     params.beams = state->beams;
     state->device = detail::make_adaptive_device_lane(exec.cuda_context(), params);
     const std::size_t staging = kDescriptorBytes + detail::AdaptiveLayout::of(cells, shape.looks, n).bytes;
-    for (auto& buffer : state->staging) buffer = linalg::cuda::PinnedBuffer<std::byte>(staging);
+    for (auto& buffer : state->staging) {
+      buffer = linalg::cuda::PinnedBuffer<std::byte>(staging);
+      new (buffer.data()) ResultCopy{};  // no frame yet: collect() finds nothing to unpack
+    }
 #endif
   } else {
     state->ring.assign(ring_bytes, std::byte{0});
@@ -506,10 +509,27 @@ void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
   const auto layout = detail::AdaptiveLayout::of(cells, looks, std::size_t(n));
   std::byte* staging = state.staging[state.parity].data();
   state.parity ^= 1;
-  auto* copy = new (staging) ResultCopy{this, &state, &frame, frame.sequence, cells, static_cast<std::uint32_t>(looks),
-                                        static_cast<std::uint32_t>(n), layout};
+  new (staging) ResultCopy{this, &state, &frame, frame.sequence, cells, static_cast<std::uint32_t>(looks),
+                           static_cast<std::uint32_t>(n), layout};
   state.device->beamform(static_cast<int>(cells), layout, staging + kDescriptorBytes);
-  COVFLOW_CUDA_TRY(cudaLaunchHostFunc(exec.cuda_context().stream(), &AdaptiveStage::unpack_results, copy));
+#endif
+}
+
+void AdaptiveStage::collect(pipeline::FrameSlot& frame, linalg::Exec& exec) {
+#if COVFLOW_HAS_CUDA
+  Lane& state = lane(exec);
+  if (!state.cuda) return;
+  // The staging buffer run() filled for this frame (run() alternates between two); none when
+  // run() issued no beams for it.
+  for (auto& buffer : state.staging) {
+    auto* copy = reinterpret_cast<ResultCopy*>(buffer.data());
+    if (copy->frame != &frame || copy->sequence != frame.sequence) continue;
+    unpack_results(copy);
+    copy->frame = nullptr;  // a buffer is unpacked once
+  }
+#else
+  (void)frame;
+  (void)exec;
 #endif
 }
 

@@ -214,26 +214,24 @@ std::size_t deepest_minima(const double* q, std::uint32_t points, std::size_t wa
 constexpr std::size_t kDescriptorBytes = 256;
 
 #if COVFLOW_HAS_CUDA
-// A scratch descriptor at the start of the slot's host scratch, read by the host function that
-// unpacks the device's results into FrameResults.
+// A descriptor at the start of the slot's host scratch, written by run() and read by collect()
+// (which clears `frame`, so that a slot's stale descriptor is never unpacked twice).
 struct ResultCopy {
-  pipeline::FrameSlot* frame;
+  const pipeline::FrameSlot* frame;
+  std::uint64_t sequence;
   std::uint32_t cells, channels, max_sources, points;
   detail::ResultLayout layout;
 };
 static_assert(sizeof(ResultCopy) <= kDescriptorBytes);
 
-void unpack_results(void* data) {
-  const auto* copy = static_cast<const ResultCopy*>(data);
-  const std::byte* staging = static_cast<const std::byte*>(data) + kDescriptorBytes;
-  pipeline::FrameResults& results = copy->frame->results;
-  const std::size_t cells = copy->cells;
-  std::memcpy(results.source_count.data(), staging + copy->layout.source_count, 4 * cells);
-  std::memcpy(results.cell_status.data(), staging + copy->layout.cell_status, 4 * cells);
-  std::memcpy(results.doa_deg.data(), staging + copy->layout.doa, 4 * cells * copy->max_sources);
-  std::memcpy(results.eigenvalues.data(), staging + copy->layout.eigenvalues, 4 * cells * copy->channels);
-  if (copy->points > 0) std::memcpy(results.spectrum_db.data(), staging + copy->layout.spectrum, 4 * cells * copy->points);
-  results.cells = copy->cells;
+void unpack_results(const ResultCopy& copy, const std::byte* staging, pipeline::FrameResults& results) {
+  const std::size_t cells = copy.cells;
+  std::memcpy(results.source_count.data(), staging + copy.layout.source_count, 4 * cells);
+  std::memcpy(results.cell_status.data(), staging + copy.layout.cell_status, 4 * cells);
+  std::memcpy(results.doa_deg.data(), staging + copy.layout.doa, 4 * cells * copy.max_sources);
+  std::memcpy(results.eigenvalues.data(), staging + copy.layout.eigenvalues, 4 * cells * copy.channels);
+  if (copy.points > 0) std::memcpy(results.spectrum_db.data(), staging + copy.layout.spectrum, 4 * cells * copy.points);
+  results.cells = copy.cells;
 }
 #endif
 
@@ -465,9 +463,21 @@ void SubspaceStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
   if (scratch.size() < kDescriptorBytes + layout.bytes ||
       reinterpret_cast<std::uintptr_t>(scratch.data()) % alignof(ResultCopy) != 0)
     throw std::logic_error("subspace stage: the slot's host scratch is smaller than slot_needs() asked for, or misaligned");
-  auto* copy = new (scratch.data()) ResultCopy{&frame, cells, n, shape.max_sources, kept_points, layout};
+  new (scratch.data()) ResultCopy{&frame, frame.sequence, cells, n, shape.max_sources, kept_points, layout};
   state.device->run(values, vectors, info, static_cast<int>(cells), snapshots, layout, scratch.data() + kDescriptorBytes);
-  COVFLOW_CUDA_TRY(cudaLaunchHostFunc(exec.cuda_context().stream(), unpack_results, copy));
+#endif
+}
+
+void SubspaceStage::collect(pipeline::FrameSlot& frame, linalg::Exec& exec) {
+#if COVFLOW_HAS_CUDA
+  if (!lane(exec).cuda || frame.host.scratch.size() < kDescriptorBytes) return;
+  auto* copy = reinterpret_cast<ResultCopy*>(frame.host.scratch.data());
+  if (copy->frame != &frame || copy->sequence != frame.sequence) return;  // run() issued nothing for this frame
+  unpack_results(*copy, frame.host.scratch.data() + kDescriptorBytes, frame.results);
+  copy->frame = nullptr;
+#else
+  (void)frame;
+  (void)exec;
 #endif
 }
 

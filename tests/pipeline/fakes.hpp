@@ -166,7 +166,8 @@ class InPlaceInput final : public pipeline::FrameInput {
   std::atomic<std::uint64_t> produced_{0}, copied_calls_{0};
 };
 
-// A stage that runs `action` (if any), can sleep, and counts the frames it ran on.
+// A stage that runs `action` (if any), can sleep, and counts the frames it ran on and the
+// collect() calls it got (`on_collect`, if set, sees each).
 class FakeStage final : public pipeline::Stage {
  public:
   using Action = std::function<void(FrameSlot&)>;
@@ -181,6 +182,14 @@ class FakeStage final : public pipeline::Stage {
     if (sleep_.count() > 0) std::this_thread::sleep_for(sleep_);
     if (action_) action_(frame);
   }
+  void collect(FrameSlot& frame, linalg::Exec&) override {
+    ++collects_;
+    if (on_collect_) on_collect_(frame);
+  }
+  FakeStage& on_collect(Action action) {
+    on_collect_ = std::move(action);
+    return *this;
+  }
   FakeStage& with_budget(double ms) {
     budget_ms_ = ms;
     return *this;
@@ -190,6 +199,7 @@ class FakeStage final : public pipeline::Stage {
     return *this;
   }
   std::uint64_t runs() const { return runs_.load(); }
+  std::uint64_t collects() const { return collects_.load(); }
 
  private:
   std::string name_;
@@ -198,7 +208,8 @@ class FakeStage final : public pipeline::Stage {
   Action action_;
   double budget_ms_ = 0;
   bool host_ = false;
-  std::atomic<std::uint64_t> runs_{0};
+  Action on_collect_;
+  std::atomic<std::uint64_t> runs_{0}, collects_{0};
 };
 
 }  // namespace covflow::test

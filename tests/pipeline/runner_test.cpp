@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "covflow/pipeline/runner.hpp"
 #include "fakes.hpp"
 #include "test_support.hpp"
@@ -194,6 +196,41 @@ TEST(Runner, StageErrorsDropTheFrameAreCountedAndTheNextFramesGoOn) {
   EXPECT_EQ(done.problems[3], "cuSOLVER said no");
   EXPECT_FALSE(done.problems[7].empty());
   EXPECT_TRUE(done.problems[2].empty());
+}
+
+// Each stage that ran on a frame collects it once, right after its run on a CPU lane and before
+// the next stage runs; a stage that failed or never ran does not.
+TEST(Runner, StagesThatRanCollectTheFrameInChainOrder) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  std::mutex mutex;
+  std::vector<std::string> seen;  // "run A 3", "collect A 3", ...
+  auto note = [&](const char* what, const char* stage) {
+    return [&, what, stage](FrameSlot& f) {
+      std::lock_guard lock(mutex);
+      seen.push_back(fmt::format("{} {} {}", what, stage, f.sequence));
+    };
+  };
+  Chain chain;
+  chain.add(std::make_unique<FakeStage>("A", 0us, false, note("run", "A"))).on_collect(note("collect", "A"));
+  chain.add(std::make_unique<FakeStage>("B", 0us, false, [&](FrameSlot& f) {
+         note("run", "B")(f);
+         if (f.sequence == 1) throw FrameError("non_finite", "frame 1 fails in B");
+       })).on_collect(note("collect", "B"));
+  auto& c = chain.add(std::make_unique<FakeStage>("C", 0us, false, note("run", "C")));
+  c.on_collect(note("collect", "C"));
+  test::ListInput input(frames(3));
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 1000, .queue_depth = 8, .overflow = Overflow::block},
+                metrics);
+  runner.start(input);
+  runner.wait();
+  const std::vector<std::string> expected = {
+      "run A 0", "collect A 0", "run B 0", "collect B 0", "run C 0", "collect C 0",
+      "run A 1", "collect A 1", "run B 1",  // B failed: no collect, C never ran
+      "run A 2", "collect A 2", "run B 2", "collect B 2", "run C 2", "collect C 2"};
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(c.collects(), 2u);
+  expect_accounted(metrics.snapshot());
 }
 
 TEST(Runner, FramesDoneAfterTheirDeadlineAreLate) {

@@ -90,14 +90,15 @@ class TestSlot {
   }
 
   // Runs the stages in order (FrameError propagates), waits as the runner does before publishing,
-  // and mirrors the device arrays into covariance() … info().
+  // lets them collect their results, and mirrors the device arrays into covariance() … info().
   void run(std::span<pipeline::Stage* const> stages) {
     for (auto* stage : stages) stage->run(slot, exec_);
-    finish();
+    finish(stages);
   }
 
-  void finish() {
+  void finish(std::span<pipeline::Stage* const> collecting = {}) {
     exec_.synchronize();
+    for (auto* stage : collecting) stage->collect(slot, exec_);
 #if COVFLOW_HAS_CUDA
     if (cuda_) {
       const cudaStream_t stream = exec_.cuda_context().stream();

@@ -42,9 +42,17 @@ class Stage {
 
   // Processes one frame. On a CUDA lane, GPU work is issued on exec's stream and need not be
   // complete when run() returns: the runner records an event after each stage and synchronises
-  // once, after the last (or before the first stage that needs_host_results()). A problem with this frame alone (wrong shape, non-finite data) is
-  // reported by throwing FrameError; the runner counts it, drops the frame and goes on.
+  // once, after the last (or before the first stage that needs_host_results()). A problem with
+  // this frame alone (wrong shape, non-finite data) is reported by throwing FrameError; the
+  // runner counts it, drops the frame and goes on.
   virtual void run(FrameSlot& frame, linalg::Exec& exec) = 0;
+
+  // Called once the work run() issued for this frame is complete, for every stage that ran on it,
+  // in chain order: on a CUDA lane after the runner's stream synchronisation, on a CPU lane right
+  // after run(). A stage whose kernels copy results back into host staging moves them into
+  // FrameSlot::results here — on the lane's thread, rather than in a host function queued on the
+  // stream, which would hold the stream (and the next frame's work) until a driver thread ran it.
+  virtual void collect(FrameSlot& frame, linalg::Exec& exec) {}
 };
 
 // A problem with one frame (not with the pipeline): the frame is dropped and counted by reason.

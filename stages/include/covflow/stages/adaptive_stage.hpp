@@ -19,7 +19,8 @@
 //         snapshot columns per cell (stored scaled by 1/√W, so that the same stored bits are added
 //         and later removed), the factors, per-cell status. On a CUDA lane all of it lives on the
 //         device and the results come back with one asynchronous copy into a pinned buffer of the
-//         lane, unpacked by a host function enqueued on the stream; run() never synchronises.
+//         lane, unpacked by collect() once the runner has synchronised the stream; run() never
+//         synchronises.
 #pragma once
 
 #include <atomic>
@@ -71,6 +72,9 @@ class AdaptiveStage final : public pipeline::Stage {
   // prepare() on the same lane (a reload) starts the window afresh.
   void prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) override;
   void run(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
+  // CUDA lane: the frame's results, copied back by run() into the lane's pinned staging, go into
+  // FrameSlot::results, and its failure counts are taken (a CPU lane did both in run()).
+  void collect(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
 
   AdaptiveCounters counters() const;
   const AdaptiveSettings& settings() const { return settings_; }
@@ -90,7 +94,7 @@ class AdaptiveStage final : public pipeline::Stage {
  private:
   Lane& lane(const linalg::Exec& exec) const;
   void count_failures(Lane& state, std::uint64_t sequence, std::uint32_t recovered, std::uint32_t unrecoverable);
-  static void unpack_results(void* descriptor);  // the CUDA lane's host function
+  static void unpack_results(void* descriptor);  // collect()'s work on a CUDA lane
 
   AdaptiveSettings settings_;
   PerLane<Lane> lanes_;

@@ -9,9 +9,8 @@
 //         (ascending angle, NaN-padded to max_sources), eigenvalues, cell_status, spectrum_db
 //         (when the frame shape keeps spectrum points).
 // On a CUDA lane everything stays on the device; the small results are copied into the slot's
-// host scratch (pinned, SlotNeeds) with one asynchronous copy, and a host function enqueued on the
-// stream after it moves them into FrameResults. They are in place once the stream has been
-// synchronised (which the runner does before publishing); run() never synchronises.
+// host scratch (pinned, SlotNeeds) with one asynchronous copy, and collect() moves them into
+// FrameResults once the runner has synchronised the stream; run() never synchronises.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +66,9 @@ class SubspaceStage final : public pipeline::Stage {
   // Host scratch for the results' way back from the device (pinned on a CUDA lane).
   pipeline::SlotNeeds slot_needs(const pipeline::FrameShape& shape) const override;
   void run(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
+  // CUDA lane: the results copied back by run() into the slot's host scratch go into
+  // FrameSlot::results (nothing to do on a CPU lane: run() wrote them).
+  void collect(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
 
   const SubspaceSettings& settings() const { return settings_; }
   const AngleGridPoints& grid() const { return grid_; }
