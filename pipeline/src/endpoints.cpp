@@ -4,7 +4,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <iterator>
+#include <type_traits>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <zmq.hpp>
 
@@ -17,8 +20,6 @@ std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-nlohmann::json number_or_null(float value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
-
 const char* outcome_name(StageRecord::Outcome outcome) {
   switch (outcome) {
     case StageRecord::Outcome::not_run: return "not_run";
@@ -27,23 +28,6 @@ const char* outcome_name(StageRecord::Outcome outcome) {
     case StageRecord::Outcome::failed: return "failed";
   }
   return "unknown";
-}
-
-// Per-cell rows of a [cells × stride] array, the first `cells` rows; NaN → null.
-nlohmann::json rows(const std::vector<float>& values, std::size_t capacity_cells, std::size_t cells, bool drop_nan) {
-  nlohmann::json out = nlohmann::json::array();
-  if (capacity_cells == 0) return out;
-  const std::size_t stride = values.size() / capacity_cells;
-  for (std::size_t c = 0; c < cells && c < capacity_cells; ++c) {
-    nlohmann::json row = nlohmann::json::array();
-    for (std::size_t k = 0; k < stride; ++k) {
-      const float v = values[c * stride + k];
-      if (drop_nan && !std::isfinite(v)) continue;
-      row.push_back(number_or_null(v));
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
 }
 
 // A bound socket with its own context; binding errors name the key and the endpoint.
@@ -61,7 +45,7 @@ struct BoundSocket {
   }
   std::string endpoint() const { return socket.get(zmq::sockopt::last_endpoint); }
   // [topic, body] without blocking; false when ZeroMQ would have had to wait or failed.
-  bool send_pair(std::string_view topic, const std::string& body) {
+  bool send_pair(std::string_view topic, std::string_view body) {
     try {
       if (!socket.send(zmq::buffer(topic.data(), topic.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
         return false;
@@ -80,58 +64,200 @@ EndpointError::EndpointError(std::string key, std::string endpoint, const std::s
 
 // ---- results --------------------------------------------------------------------------------
 
-nlohmann::json result_json(const FrameSlot& f, std::span<const std::string> stage_names, const ResultJsonOptions& options) {
+// JSON text appended to a std::string, for the result message. None of these allocates while the
+// string's capacity holds what they append.
+namespace {
+
+// `"key":`, after a comma unless it is the object's first.
+void append_key(std::string& out, std::string_view key) {
+  if (out.back() != '{') out += ',';
+  out += '"';
+  out += key;
+  out += "\":";
+}
+
+// A JSON string: quotes, backslashes and control characters escaped (RFC 8259, section 7); other
+// bytes as they are.
+void append_string(std::string& out, std::string_view text) {
+  out += '"';
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20)
+          fmt::format_to(std::back_inserter(out), FMT_COMPILE("\\u{:04x}"), static_cast<unsigned>(c));
+        else
+          out += c;
+    }
+  }
+  out += '"';
+}
+
+// Numbers are formatted on the stack and then appended: fmt writes faster into a char array than
+// through a back_insert_iterator, and append_real looks at the digits before they go out.
+template <class Integer>
+void append_integer(std::string& out, Integer value) {
+  static_assert(std::is_integral_v<Integer> && sizeof(Integer) <= 8);
+  char text[24];  // 20 characters at most: "-9223372036854775808", "18446744073709551615"
+  out.append(text, fmt::format_to(text, FMT_COMPILE("{}"), value));
+}
+
+// The shortest text that reads back to the same value of its type (fmt's "{}": a float reads back
+// to the same float, not to the double nearest to it), or null when not finite. An integral value
+// gets a ".0", so that a typed reader still sees a floating-point number there, as before.
+template <class Real>
+void append_real(std::string& out, Real value) {
+  static_assert(std::is_same_v<Real, float> || std::is_same_v<Real, double>);
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char text[48];  // 24 characters at most ("-2.2250738585072014e-308"), and ".0"
+  char* end = fmt::format_to(text, FMT_COMPILE("{}"), value);
+  if (std::none_of(text, end, [](char c) { return c == '.' || c == 'e'; })) {
+    *end++ = '.';
+    *end++ = '0';
+  }
+  out.append(text, end);
+}
+
+void append_integers(std::string& out, std::span<const std::int32_t> values) {
+  out += '[';
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    append_integer(out, values[i]);
+  }
+  out += ']';
+}
+
+// Per-cell rows of a [capacity_cells × stride] array, the first `cells` rows; non-finite values
+// null, or left out when `drop_non_finite`.
+void append_rows(std::string& out, std::span<const float> values, std::size_t capacity_cells, std::size_t cells,
+                 bool drop_non_finite) {
+  out += '[';
+  const std::size_t stride = capacity_cells == 0 ? 0 : values.size() / capacity_cells;
+  for (std::size_t c = 0; c < cells && c < capacity_cells; ++c) {
+    if (c > 0) out += ',';
+    out += '[';
+    bool first = true;
+    for (const float v : values.subspan(c * stride, stride)) {
+      if (drop_non_finite && !std::isfinite(v)) continue;
+      if (!first) out += ',';
+      first = false;
+      append_real(out, v);
+    }
+    out += ']';
+  }
+  out += ']';
+}
+
+}  // namespace
+
+// Fields in the order of docs/zmq.md's table.
+void write_result_json(const FrameSlot& f, std::span<const std::string> stage_names, const ResultJsonOptions& options,
+                       std::string& out) {
   const auto& r = f.results;
   const std::int64_t done = f.times.done_ns != 0 ? f.times.done_ns : steady_now_ns();
   const std::size_t capacity_cells = r.source_count.size();
   const std::size_t cells = std::min<std::size_t>(r.cells, capacity_cells);
 
-  nlohmann::json stages = nlohmann::json::array();
-  for (std::size_t i = 0; i < f.stages.size(); ++i) {
-    stages.push_back({{"name", i < stage_names.size() ? stage_names[i] : std::to_string(i)},
-                      {"outcome", outcome_name(f.stages[i].outcome)},
-                      {"ms", f.stages[i].ms}});
-  }
-  nlohmann::json out = {
-      {"seq", f.sequence},
-      {"capture_ns", f.times.capture_ns},
-      {"arrival_ns", f.times.arrival_ns},
-      {"deadline_ns", f.times.deadline_ns},
-      {"done_ns", done},
-      {"latency_ms", double(done - f.times.arrival_ns) * 1e-6},
-      {"late", done > f.times.deadline_ns},
-      {"kind", std::string(replay::name(f.header.kind))},
-      {"element_type", std::string(replay::name(f.header.element_type))},
-      {"cells", cells},
-      {"source_count", std::vector<std::int32_t>(r.source_count.begin(), r.source_count.begin() + std::ptrdiff_t(cells))},
-      {"doa_deg", rows(r.doa_deg, capacity_cells, cells, true)},
-      {"cell_status", std::vector<std::int32_t>(r.cell_status.begin(), r.cell_status.begin() + std::ptrdiff_t(std::min(cells, r.cell_status.size())))},
-      {"stages", stages},
-  };
+  out.clear();
+  out += '{';
+  append_key(out, "seq");
+  append_integer(out, f.sequence);
+  append_key(out, "capture_ns");
+  append_integer(out, f.times.capture_ns);
+  append_key(out, "arrival_ns");
+  append_integer(out, f.times.arrival_ns);
+  append_key(out, "deadline_ns");
+  append_integer(out, f.times.deadline_ns);
+  append_key(out, "done_ns");
+  append_integer(out, done);
+  append_key(out, "latency_ms");
+  append_real(out, double(done - f.times.arrival_ns) * 1e-6);
+  append_key(out, "late");
+  out += done > f.times.deadline_ns ? "true" : "false";
+  append_key(out, "kind");
+  append_string(out, replay::name(f.header.kind));
+  append_key(out, "element_type");
+  append_string(out, replay::name(f.header.element_type));
+  append_key(out, "cells");
+  append_integer(out, cells);
+  append_key(out, "source_count");
+  append_integers(out, std::span(r.source_count).first(cells));
+  append_key(out, "doa_deg");
+  append_rows(out, r.doa_deg, capacity_cells, cells, /*drop_non_finite=*/true);
+  append_key(out, "cell_status");
+  append_integers(out, std::span(r.cell_status).first(std::min(cells, r.cell_status.size())));
   // Adaptive results: [cells][looks] (an empty row per cell when no look is configured).
-  out["sinr_db"] = rows(r.sinr_db, capacity_cells, cells, false);
-  out["null_depth_db"] = rows(r.null_depth_db, capacity_cells, cells, false);
+  append_key(out, "sinr_db");
+  append_rows(out, r.sinr_db, capacity_cells, cells, /*drop_non_finite=*/false);
+  append_key(out, "null_depth_db");
+  append_rows(out, r.null_depth_db, capacity_cells, cells, /*drop_non_finite=*/false);
+
+  append_key(out, "stages");
+  out += '[';
+  for (std::size_t i = 0; i < f.stages.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '{';
+    append_key(out, "name");
+    if (i < stage_names.size()) {
+      append_string(out, stage_names[i]);
+    } else {
+      out += '"';
+      append_integer(out, i);
+      out += '"';
+    }
+    append_key(out, "outcome");
+    append_string(out, outcome_name(f.stages[i].outcome));
+    append_key(out, "ms");
+    append_real(out, f.stages[i].ms);
+    out += '}';
+  }
+  out += ']';
+
+  if (options.spectrum) {
+    append_key(out, "spectrum_db");
+    append_rows(out, r.spectrum_db, capacity_cells, cells, /*drop_non_finite=*/false);
+  }
+  if (options.eigenvalues) {
+    append_key(out, "eigenvalues");
+    append_rows(out, r.eigenvalues, capacity_cells, cells, /*drop_non_finite=*/false);
+  }
   if (options.weights) {
+    // [cells][looks][channels][re, im]; the looks from sinr_db's size, as the adaptive stage keeps them.
     const std::size_t looks = capacity_cells == 0 ? 0 : r.sinr_db.size() / capacity_cells;
     const std::size_t channels = capacity_cells * looks == 0 ? 0 : r.weights.size() / (capacity_cells * looks);
-    nlohmann::json weights = nlohmann::json::array();
+    append_key(out, "weights");
+    out += '[';
     for (std::size_t c = 0; c < cells; ++c) {
-      nlohmann::json per_look = nlohmann::json::array();
+      if (c > 0) out += ',';
+      out += '[';
       for (std::size_t l = 0; l < looks; ++l) {
-        nlohmann::json w = nlohmann::json::array();
+        if (l > 0) out += ',';
+        out += '[';
         for (std::size_t m = 0; m < channels; ++m) {
-          const auto v = r.weights[(c * looks + l) * channels + m];
-          w.push_back(nlohmann::json::array({number_or_null(v.real()), number_or_null(v.imag())}));
+          if (m > 0) out += ',';
+          const std::complex<float> w = r.weights[(c * looks + l) * channels + m];
+          out += '[';
+          append_real(out, w.real());
+          out += ',';
+          append_real(out, w.imag());
+          out += ']';
         }
-        per_look.push_back(std::move(w));
+        out += ']';
       }
-      weights.push_back(std::move(per_look));
+      out += ']';
     }
-    out["weights"] = std::move(weights);
+    out += ']';
   }
-  if (options.spectrum) out["spectrum_db"] = rows(r.spectrum_db, capacity_cells, cells, false);
-  if (options.eigenvalues) out["eigenvalues"] = rows(r.eigenvalues, capacity_cells, cells, false);
-  return out;
+  out += '}';
 }
 
 struct ResultsPublisher::Socket : BoundSocket {
@@ -142,10 +268,9 @@ ResultsPublisher::ResultsPublisher(const std::string& endpoint, std::string key)
     : socket_(std::make_unique<Socket>(zmq::socket_type::pub, endpoint, key, 0)) {}
 ResultsPublisher::~ResultsPublisher() = default;
 
-bool ResultsPublisher::publish(const nlohmann::json& body) {
-  const std::string text = body.dump();
+bool ResultsPublisher::publish(std::string_view body) {
   std::lock_guard lock(mutex_);
-  const bool ok = socket_->send_pair("result", text);
+  const bool ok = socket_->send_pair("result", body);
   if (ok) ++sent_;
   return ok;
 }

@@ -1,5 +1,7 @@
 #include "covflow/stages/publish.hpp"
 
+#include <string>
+
 #include "covflow/pipeline/logging.hpp"
 
 namespace covflow::stages {
@@ -24,7 +26,13 @@ void PublishStage::close() {
 
 void PublishStage::run(pipeline::FrameSlot& frame, linalg::Exec&) {
   if (publisher_) {
-    if (publisher_->publish(pipeline::result_json(frame, options_.stage_names, options_.json)))
+    // One message buffer per thread rather than per stage: should several runner lanes share
+    // this stage, each lane's thread writes into its own string and none waits for another's.
+    // The string keeps the capacity of the largest message its thread has written, so that after
+    // the first few frames writing a message allocates nothing.
+    thread_local std::string message;
+    pipeline::write_result_json(frame, options_.stage_names, options_.json, message);
+    if (publisher_->publish(message))
       ++published_;
     else
       ++unsent_;

@@ -56,7 +56,7 @@ TEST(ZmqEndpoints, PublishStageSendsOneResultPerFrameAndRecordsTheInput) {
   test::ScratchDir dir;
   auto publisher = std::make_shared<ResultsPublisher>(kAny);
   Subscriber sub(publisher->endpoint(), "result");
-  wait_for_subscription(sub, [&] { publisher->publish({{"seq", -1}, {"probe", true}}); });
+  wait_for_subscription(sub, [&] { publisher->publish(R"({"seq": -1, "probe": true})"); });
   while (sub.receive(50ms)) {
   }  // probes still in flight
 

@@ -46,11 +46,14 @@ struct ResultJsonOptions {
   bool weights = false;      // include the adaptive weights (cells × looks × channels [re, im] pairs)
 };
 
-// The "result" message body of one frame (docs/zmq.md). `stage_names` label the frame's stage
-// records (chain order); a record without a name is labelled by its index. NaN results become
-// JSON null.
-nlohmann::json result_json(const FrameSlot& frame, std::span<const std::string> stage_names,
-                           const ResultJsonOptions& options = {});
+// Writes the "result" message body of one frame (docs/zmq.md) into `out`, replacing what it held
+// but keeping its capacity: once `out` has grown to the size of the largest message, writing
+// allocates nothing (this runs on every frame's critical path). `stage_names` label the frame's
+// stage records (chain order); a record without a name is labelled by its index. Non-finite
+// numbers become JSON null; floats are written in the shortest form that reads back to the same
+// float.
+void write_result_json(const FrameSlot& frame, std::span<const std::string> stage_names,
+                       const ResultJsonOptions& options, std::string& out);
 
 class ResultsPublisher {
  public:
@@ -59,9 +62,10 @@ class ResultsPublisher {
   ResultsPublisher(const ResultsPublisher&) = delete;
   ResultsPublisher& operator=(const ResultsPublisher&) = delete;
 
-  // Sends [topic "result", body]; never blocks (a PUB socket drops what a slow subscriber cannot
-  // take). Thread-safe. False when ZeroMQ refused the message.
-  bool publish(const nlohmann::json& body);
+  // Sends [topic "result", body] (body: JSON text, e.g. from write_result_json); never blocks (a
+  // PUB socket drops what a slow subscriber cannot take). Thread-safe. False when ZeroMQ refused
+  // the message.
+  bool publish(std::string_view body);
   std::string endpoint() const;
   std::uint64_t sent() const { return sent_.load(); }
 
