@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   pipeline->add_option("--budget-ms", pipeline_options.budget_ms, "Per-frame budget")->capture_default_str()->check(CLI::PositiveNumber);
   pipeline->add_flag("--copy-input", pipeline_options.copy_input,
                      "Hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
+  pipeline->add_flag("--probe-host", pipeline_options.probe_host,
+                     "Also run a thread that spins on the clock and reports the host's scheduling gaps (uses one core)");
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
     app.parse(argc, argv);

@@ -1,10 +1,14 @@
 #include "pipeline_bench.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -93,6 +97,82 @@ class PacedInput final : public pipeline::FrameInput {
   replay::Frame spare_;
 };
 
+// A thread that reads the clock in a tight loop and keeps every gap between two reads of at least
+// 0.1 ms: time the host (kernel, hypervisor) took it off its CPU. It shows whether the frames' host
+// work can be stalled for reasons outside the pipeline, and how often.
+class HostProbe {
+ public:
+  HostProbe() : thread_([this] { spin(); }) {}
+  ~HostProbe() { stop(); }
+  HostProbe(const HostProbe&) = delete;
+  HostProbe& operator=(const HostProbe&) = delete;
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  static constexpr std::pair<const char*, double> kFloors[] = {{"0.1", 0.1}, {"0.25", 0.25}, {"0.5", 0.5}, {"1", 1.0}, {"2", 2.0}};
+  // Gap counts from each floor up (ms), the longest gap and the run's length.
+  nlohmann::json summary() const {
+    nlohmann::json counts = nlohmann::json::object();
+    for (const auto& [label, floor_ms] : kFloors)
+      counts[label] = std::count_if(gaps_ms_.begin(), gaps_ms_.end(), [&](double g) { return g >= floor_ms; });
+    const double longest = gaps_ms_.empty() ? 0.0 : *std::max_element(gaps_ms_.begin(), gaps_ms_.end());
+    double stalled = 0;
+    for (double g : gaps_ms_) stalled += g;
+    return {{"seconds", seconds_}, {"gaps_at_least_ms", counts}, {"longest_ms", longest}, {"stalled_ms", stalled}};
+  }
+
+ private:
+  void spin() {
+    gaps_ms_.reserve(1 << 20);
+    const auto start = Clock::now();
+    auto last = start;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const auto now = Clock::now();
+      const double gap = std::chrono::duration<double, std::milli>(now - last).count();
+      if (gap >= 0.1 && gaps_ms_.size() < gaps_ms_.capacity()) gaps_ms_.push_back(gap);
+      last = now;
+    }
+    seconds_ = std::chrono::duration<double>(last - start).count();
+  }
+  std::atomic<bool> stop_{false};
+  std::vector<double> gaps_ms_;
+  double seconds_ = 0;
+  std::thread thread_;
+};
+
+// Every done frame's end-to-end latency and the part of it its stages account for; summarised
+// over the slowest 1 % of frames, it says whether the tail is in a stage or between them (the
+// upload, the waits and the hand-offs, which no stage times).
+struct FrameTimes {
+  std::vector<double> end_to_end_ms, in_stages_ms, publish_ms;
+  void add(const pipeline::FrameSlot& slot) {
+    if (slot.times.done_ns == 0 || end_to_end_ms.size() == end_to_end_ms.capacity()) return;
+    double stages = 0;
+    for (const auto& record : slot.stages) stages += record.ms;
+    end_to_end_ms.push_back(double(slot.times.done_ns - slot.times.arrival_ns) * 1e-6);
+    in_stages_ms.push_back(stages);
+    publish_ms.push_back(slot.stages.empty() ? 0.0 : slot.stages.back().ms);
+  }
+  nlohmann::json slowest_percent() const {
+    std::vector<std::size_t> order(end_to_end_ms.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const std::size_t count = std::max<std::size_t>(1, order.size() / 100);
+    if (order.empty()) return nullptr;
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(count), order.end(),
+                      [&](std::size_t a, std::size_t b) { return end_to_end_ms[a] > end_to_end_ms[b]; });
+    double e2e = 0, in_stages = 0, publish = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+      e2e += end_to_end_ms[order[k]];
+      in_stages += in_stages_ms[order[k]];
+      publish += publish_ms[order[k]];
+    }
+    const double n = double(count);
+    return {{"frames", count}, {"end_to_end_ms", e2e / n}, {"in_stages_ms", in_stages / n},
+            {"publish_ms", publish / n}, {"outside_stages_ms", (e2e - in_stages) / n}};
+  }
+};
+
 config::Config reference_config(const PipelineBenchOptions& o) {
   config::Config cfg;
   cfg.scenario.elements = o.channels;
@@ -123,13 +203,20 @@ nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const con
   options.budget_ms = cfg.pipeline.budget_ms;
   options.queue_depth = std::size_t(cfg.pipeline.queue_depth);
   options.overflow = cfg.pipeline.overflow;
-  pipeline::Runner runner(stages::frame_shape(cfg), std::move(chain), exec, options, metrics);
+  FrameTimes frame_times;
+  frame_times.end_to_end_ms.reserve(total);
+  frame_times.in_stages_ms.reserve(total);
+  frame_times.publish_ms.reserve(total);
+  pipeline::Runner runner(stages::frame_shape(cfg), std::move(chain), exec, options, metrics,
+                          [&](const pipeline::FrameSlot& slot) { frame_times.add(slot); });
 
   fmt::print("pipeline on {}: {} frames at {} Hz ({:.0f} s) of {} cells × {}² complex double covariance, {}...\n", backend,
              total, o.rate_hz, seconds, o.cells, o.channels,
              o.copy_input ? "copied by the ingest thread" : "written into the frame slots");
   std::fflush(stdout);
   PacedInput input(templates, o.rate_hz, total, !o.copy_input);
+  std::optional<HostProbe> probe;
+  if (o.probe_host) probe.emplace();
   runner.start(input);
   const auto start = Clock::now();
   auto last_progress = start;
@@ -144,6 +231,7 @@ nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const con
     }
   }
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  if (probe) probe->stop();
   const auto s = metrics.snapshot();
   nlohmann::json run = pipeline::to_json(s);
   run["backend"] = backend;
@@ -165,6 +253,21 @@ nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const con
   };
   for (const auto& stage : s.stages) row(stage.name, stage.latency);
   row("end to end", s.end_to_end);
+  run["slowest_percent"] = frame_times.slowest_percent();
+  if (const auto& slow = run["slowest_percent"]; !slow.is_null())
+    fmt::print("  slowest 1 % ({} frames), mean: end to end {:.3f} ms = stages {:.3f} (publish {:.3f}) + outside the "
+               "stages {:.3f} (upload, waits, hand-offs)\n",
+               slow["frames"].get<std::size_t>(), slow["end_to_end_ms"].get<double>(), slow["in_stages_ms"].get<double>(),
+               slow["publish_ms"].get<double>(), slow["outside_stages_ms"].get<double>());
+  if (probe) {
+    run["host_probe"] = probe->summary();
+    const auto& p = run["host_probe"];
+    fmt::print("  host probe ({:.0f} s spinning on the clock): gaps >= 0.1 / 0.25 / 0.5 / 1 / 2 ms: {} / {} / {} / {} / {}; "
+               "longest {:.3f} ms; {:.1f} ms off the CPU in all\n",
+               p["seconds"].get<double>(), p["gaps_at_least_ms"]["0.1"].get<long>(), p["gaps_at_least_ms"]["0.25"].get<long>(),
+               p["gaps_at_least_ms"]["0.5"].get<long>(), p["gaps_at_least_ms"]["1"].get<long>(),
+               p["gaps_at_least_ms"]["2"].get<long>(), p["longest_ms"].get<double>(), p["stalled_ms"].get<double>());
+  }
   return run;
 }
 

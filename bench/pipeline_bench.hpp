@@ -19,6 +19,7 @@ struct PipelineBenchOptions {
   int channels = 128;
   double budget_ms = 10;
   bool copy_input = false;  // hand frames to the ingest thread to copy (the path before zero-copy input)
+  bool probe_host = false;  // a thread spinning on the clock records how long the host takes it off the CPU
 };
 
 nlohmann::json run_pipeline_bench(const Settings& settings, const PipelineBenchOptions& options, linalg::Exec* gpu,
