@@ -28,8 +28,12 @@
 //      puts more of the batch on the GPU at once. Per column: the owner block forms w; every block
 //      forms its partial of p from its own columns; partials are summed across the cluster through
 //      DSMEM; every block updates its own columns. Two cluster barriers per column.
-//      Beyond what 16 blocks hold (complex double n ≳ 700) the same reduction runs on A in global
-//      memory, one block per matrix.
+//      Beyond what 16 blocks hold (complex double n ≳ 700), and for batches of a quarter of the
+//      SM count or more whose triangles need more than one block (n ≥ 256 at complex double:
+//      clusters of 4 and 16 blocks keep only a few matrices in flight, each column waiting on two
+//      cluster barriers), the reduction streams A through global memory instead, one block per
+//      matrix, the rank-2 update fused into the next column's product
+//      (tridiagonalize_global_kernel).
 //   2. divide and conquer on the real tridiagonal (tridiagonal_dc.hpp), for eigenvalues alone as
 //      for eigenvectors. §3's full QR chain — ~n² dependent rotations per matrix, one latency-bound
 //      warp each — was the whole heev's critical path (measured on an H100 at n = 128, complex
@@ -64,6 +68,8 @@ namespace cg = cooperative_groups;
 constexpr int kSmallMax = 32;                     // n handled by one warp
 constexpr int kSmallWarps = 4;                    // matrices per block in the small kernel
 constexpr int kTridiagThreads = 256;              // threads per block of the reduction
+constexpr int kStreamThreads = 256;               // threads per block of the global-memory reduction
+constexpr int kStreamChunk = 8;                   // rows a lane loads at once in that reduction's sweep
 constexpr int kMaxCluster = 16;                   // blocks per cluster, at most (non-portable above 8)
 constexpr int kMaxBackWarps = 8;                  // warps per back-transform block, at most
 constexpr int kColsPerWarp = 4;                   // columns of V per warp (8 lanes each)
@@ -83,6 +89,13 @@ __host__ __device__ inline long long owned_offset(int n, int C, int q, int t) {
 }
 __host__ __device__ inline long long owned_size(int n, int C, int q) {
   return owned_offset(n, C, q, owned_columns(n, C, q));
+}
+
+// Shared memory of the global-memory reduction: the warps' shares of p, w, q, the pending pair
+// and b (T), α and 32 partial sums (R).
+template <class T>
+std::size_t stream_smem(int n) {
+  return sizeof(T) * (kStreamThreads / 32 + 5) * std::size_t(n) + sizeof(sreal_t<T>) * (std::size_t(n) + 32);
 }
 
 template <class T>
@@ -638,21 +651,35 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
 #endif
 }
 
-// The same reduction, one block per matrix, on A itself in global memory (lower triangle): for n
-// too large for a cluster's shared memory. Thread-per-row matrix-vector product, element-strided
-// rank-2 update.
+// The same reduction, one block per matrix, streaming A's lower triangle through global memory
+// (L2/HBM) instead of holding it on chip: for n too large for a cluster's shared memory, and for
+// large batches whose triangles need a cluster of several blocks (choose_cluster; measured in
+// docs/performance.md).
+//
+// One pass over the trailing matrix per column, §2.2's update fused with the next column's
+// product: step k first finishes column k (the rank-2 update of step k−1, (w, q) kept in shared
+// memory, rows ≥ k) and forms its reflector w_k; then one sweep over the trailing triangle applies
+// step k−1's update to every element, writes it back, and accumulates p = A₂₂w_k from the updated
+// element — A(i, j)·w_j into p_i and, below the diagonal, conj(A(i, j))·w_i into p_j. The triangle
+// is read and written once per column (the unfused order read it twice and wrote it once). A warp
+// takes columns j = k+1+warp, +warps, …, its lanes down the rows (coalesced); the row sums go into
+// the warp's own copy of p in shared memory, the column sums through a shuffle, and the copies are
+// added once per step.
 template <class T>
-__global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(T* a_all, long long lda,
-                                                                                long long stride, int n, bool upper,
-                                                                                Work<T> work, int* info) {
+__global__ void __launch_bounds__(kStreamThreads) tridiagonalize_global_kernel(T* a_all, long long lda,
+                                                                               long long stride, int n, bool upper,
+                                                                               Work<T> work, int* info) {
   using R = sreal_t<T>;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, warps = nt >> 5;
   const long long b = blockIdx.x;
   T* A = a_all + b * stride;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* wv = reinterpret_cast<T*>(smem_raw);
-  T* pv = wv + n;
-  T* bsh = pv + n;
+  T* partial = reinterpret_cast<T*>(smem_raw);  // warps × n: each warp's share of p
+  T* wv = partial + static_cast<long long>(warps) * n;  // w_k (rows k+1 …)
+  T* qv = wv + n;                                       // q_k (rows k+1 …)
+  T* wp = qv + n;                                       // the pending w_{k−1} (rows k …)
+  T* qp = wp + n;                                       // the pending q_{k−1}
+  T* bsh = qp + n;
   R* alpha_sh = reinterpret_cast<R*>(bsh + n);
   R* rsum = alpha_sh + n;
   __shared__ R alpha_now;
@@ -685,13 +712,31 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(
     for (int j = 0; j < n; ++j)
       for (int i = j + tid; i < n; i += nt) A[i + j * lda] = A[i + j * lda] * scale;
   }
+  for (long long x = tid; x < static_cast<long long>(warps) * n; x += nt) partial[x] = from_real<T>(R(0));
   __syncthreads();
+
+  // Step k−1's update on element (i, j), i ≥ j ≥ k (the pending vectors start at row k).
+  const auto updated = [&](T a, int i, int j, int k) {
+    const T wi = wp[i - k], qi = qp[i - k], wj = wp[j - k], qj = qp[j - k];
+    return a - (wi * conj_of(qj) + qi * conj_of(wj));
+  };
   T* reflectors = work.reflectors != nullptr ? work.reflectors + b * (static_cast<long long>(n) * (n - 1) / 2) : nullptr;
+  bool pending = false;
+  T* my_p = partial + static_cast<long long>(warp) * n;
   for (int k = 0; k + 1 < n; ++k) {
     const int m = n - k - 1;
+    // Column k, finished: the pending update, then ‖x‖² of x = A(k+1:, k).
     R part_norm = 0;
-    for (int i = k + 1 + tid; i < n; i += nt) part_norm += abs2(A[i + k * lda]);
-    const R sigma2 = block_sum(part_norm, rsum);
+    for (int i = k + tid; i < n; i += nt) {
+      T v = A[i + k * lda];
+      if (pending) {
+        v = updated(v, i, k, k);
+        if (i == k) v = from_real<T>(real_part(v));
+        A[i + k * lda] = v;
+      }
+      if (i > k) part_norm += abs2(v);
+    }
+    const R sigma2 = block_sum(part_norm, rsum);  // its barriers order the writes above before the reads below
     if (tid == 0) {
       T bk, w1;
       R alpha;
@@ -703,34 +748,84 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_global_kernel(
     }
     __syncthreads();
     const R alpha = alpha_now;
-    if (alpha == R(0)) continue;
-    for (int i = tid; i < m; i += nt) {
-      const T wi = A[(k + 1 + i) + k * lda];
-      wv[i] = wi;
-      if (reflectors != nullptr) reflectors[reflector_offset(n, k) + i] = wi;
-    }
+    if (alpha != R(0))
+      for (int i = tid; i < m; i += nt) {
+        const T wi = A[(k + 1 + i) + k * lda];
+        wv[i] = wi;
+        if (reflectors != nullptr) reflectors[reflector_offset(n, k) + i] = wi;
+      }
     __syncthreads();
-    for (int i = k + 1 + tid; i < n; i += nt) {
-      T acc = from_real<T>(R(0));
-      for (int j = k + 1; j <= i; ++j) acc = fma_(acc, A[i + j * lda], wv[j - k - 1]);
-      for (int j = i + 1; j < n; ++j) acc = fma_conj(acc, A[j + i * lda], wv[j - k - 1]);
-      pv[i - k - 1] = alpha * acc;
-    }
-    __syncthreads();
-    R dot = 0;
-    for (int i = tid; i < m; i += nt) dot += real_part(fma_conj(from_real<T>(R(0)), wv[i], pv[i]));
-    const R K = alpha / R(2) * block_sum(dot, rsum);
-    for (int i = tid; i < m; i += nt) pv[i] = pv[i] - K * wv[i];
-    __syncthreads();
+    if (!pending && alpha == R(0)) continue;  // nothing to apply, nothing to multiply
+
+    // The sweep over the trailing triangle (rows and columns ≥ k+1); with α = 0 it only applies
+    // the pending update (wv was not loaded).
+    const bool multiply = alpha != R(0);
     for (int j = k + 1 + warp; j < n; j += warps) {
-      const T wj = wv[j - k - 1], qj = pv[j - k - 1];
-      for (int i = j + lane; i < n; i += 32) {
-        const T wi = wv[i - k - 1], qi = pv[i - k - 1];
-        A[i + j * lda] = A[i + j * lda] - (wi * conj_of(qj) + qi * conj_of(wj));
+      const T wj = multiply ? wv[j - k - 1] : from_real<T>(R(0));
+      T column = from_real<T>(R(0));
+      // The lane's rows in chunks of kStreamChunk, all loads of a chunk issued before any is used:
+      // the sweep is bound by memory latency, and each block has only 8 warps to hide it with.
+      for (int base = j + lane; base < n; base += 32 * kStreamChunk) {
+        T a[kStreamChunk];
+#pragma unroll
+        for (int c = 0; c < kStreamChunk; ++c) {
+          const int i = base + 32 * c;
+          a[c] = i < n ? A[i + j * lda] : from_real<T>(R(0));
+        }
+#pragma unroll
+        for (int c = 0; c < kStreamChunk; ++c) {
+          const int i = base + 32 * c;
+          if (i >= n) break;
+          if (pending) {
+            a[c] = updated(a[c], i, j, k);
+            if (i == j) a[c] = from_real<T>(real_part(a[c]));
+            A[i + j * lda] = a[c];
+          }
+          if (multiply) {
+            my_p[i - k - 1] = fma_(my_p[i - k - 1], a[c], wj);
+            if (i > j) column = fma_conj(column, a[c], wv[i - k - 1]);
+          }
+        }
+      }
+      if (multiply) {
+        column = warp_sum(column);
+        __syncwarp();  // the lanes' row sums of this column are in before lane 0 adds the column sum
+        if (lane == 0) my_p[j - k - 1] = my_p[j - k - 1] + column;
+        __syncwarp();
       }
     }
     __syncthreads();
+    if (alpha == R(0)) {  // the update was applied; step k has none of its own
+      pending = false;
+      continue;
+    }
+    // p = α·Σ (warp shares), K = (α/2)·wᴴp, q = p − K·w; the shares are cleared for the next step.
+    R dot = 0;
+    for (int i = tid; i < m; i += nt) {
+      T p = from_real<T>(R(0));
+      for (int w = 0; w < warps; ++w) {
+        p = p + partial[static_cast<long long>(w) * n + i];
+        partial[static_cast<long long>(w) * n + i] = from_real<T>(R(0));
+      }
+      p = alpha * p;
+      qv[i] = p;
+      dot += real_part(fma_conj(from_real<T>(R(0)), wv[i], p));
+    }
+    const R K = alpha / R(2) * block_sum(dot, rsum);
+    for (int i = tid; i < m; i += nt) {
+      qp[i] = qv[i] - K * wv[i];  // the next step's pending pair, indexed from its row k+1
+      wp[i] = wv[i];
+    }
+    pending = true;
+    __syncthreads();
   }
+  // The last diagonal element takes the last pending update (none in exact arithmetic: the final
+  // step's reflector is the identity).
+  if (pending && tid == 0) {
+    const int k = n - 1;
+    A[k + k * lda] = from_real<T>(real_part(updated(A[k + k * lda], k, k, k)));
+  }
+  __syncthreads();
   for (int k = tid; k < n; k += nt) {
     work.d[b * n + k] = real_part(A[k + k * lda]);
     if (k + 1 < n) {
@@ -1283,6 +1378,18 @@ int choose_cluster(int n, long long count, const DeviceInfo& device) {
   int C = 1;
   while (C <= kMaxCluster && cluster_smem<T>(n, C) > kSmemBudget) C *= 2;
   if (C > kMaxCluster || device.cc_major < 9) return 0;  // global-memory reduction
+  static const int reduction = [] {  // COVFLOW_HEEV_REDUCTION=stream|cluster forces one (for measurements)
+    const char* text = std::getenv("COVFLOW_HEEV_REDUCTION");
+    const std::string choice = text != nullptr ? text : "";
+    return choice == "stream" ? 1 : choice == "cluster" ? 2 : 0;
+  }();
+  if (reduction == 1) return 0;
+  // A triangle that needs more than one block's shared memory streams instead, a block per matrix,
+  // once the batch is large enough to fill the GPU with such blocks. H100, complex double with
+  // vectors, stream / cluster: n = 512 batch 180 116 / 205 ms, batch 64 55 / 80, batch 32 43 / 43,
+  // batch 16 35 / 28; n = 256 batch 180 14.2 / 18.6, batch 32 6.0 / 5.7; complex float n = 512
+  // batch 180 62 / 87. At n = 128 (one block holds it) the cluster stays ahead: 1.95 / 2.21.
+  if (reduction == 0 && C >= 2 && count >= std::max(1, device.multiprocessors / 4)) return 0;
   static const int forced = [] {
     const char* text = std::getenv("COVFLOW_HEEV_CLUSTER");
     return text != nullptr ? std::atoi(text) : 0;
@@ -1374,9 +1481,9 @@ void heev_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> w, std::sp
                         std::to_string(smem >> 10) + " KiB of shared memory each");
     COVFLOW_CUDA_TRY(cudaLaunchKernelEx(&config, tridiagonalize_kernel<D>, A, a.ld, a.stride, n, upper, work, info.data()));
   } else {
-    const std::size_t smem = sizeof(D) * 3 * std::size_t(n) + sizeof(R) * (std::size_t(n) + 32);
+    const std::size_t smem = stream_smem<D>(n);
     allow_shared(tridiagonalize_global_kernel<D>, smem);
-    tridiagonalize_global_kernel<D><<<static_cast<unsigned>(count), kTridiagThreads, smem, stream>>>(
+    tridiagonalize_global_kernel<D><<<static_cast<unsigned>(count), kStreamThreads, smem, stream>>>(
         A, a.ld, a.stride, n, upper, work, info.data());
   }
   COVFLOW_CHECK_LAUNCH();
