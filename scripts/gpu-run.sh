@@ -30,7 +30,7 @@ failed=()
 if [[ $run_tests -eq 1 ]]; then
   while read -r t; do
     echo "== $t"
-    if ! timeout "${COVFLOW_TEST_TIMEOUT:-400}" "$here/bin/$t" --gtest_output="xml:$out/$t.xml" --gtest_brief=1 \
+    if ! timeout "${COVFLOW_TEST_TIMEOUT:-540}" "$here/bin/$t" --gtest_output="xml:$out/$t.xml" --gtest_brief=1 \
         --gtest_filter="$filter"; then failed+=("$t"); fi
   done < "$here/gpu_tests.txt"
 fi
