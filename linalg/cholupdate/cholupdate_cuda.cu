@@ -351,11 +351,12 @@ template <class R> __device__ inline Cx<R> shfl_idx(Cx<R> x, int lane) { return 
 // c_p = α_{p−1}/α_p = α_{p−1}²·ρ_{p−1}·ρ_p and s_p = w_jp·ρ_p — no division. One lane making all k rotations (k
 // dependent square roots and 2k divisions, issued for the whole warp with one lane active) was
 // the larger part of the batch's time. Lane k−1 writes the new diagonal α_{k−1} to `diagonal`.
+// `column` is column j in the warp's ring (the lane's row s at column[s·32 + lane]).
 // Returns false (on every lane) when some α_p² is not a positive finite number: inputs are
 // checked before the sweep, so only an overflow gets here; the failed rotations become the
 // identity so that the sweep goes on with finite numbers.
 template <class D, int K, int S>
-__device__ bool warp_rotations(const D (&w)[S][K], const D (&current)[S], int j, int k, const Params<D>& out,
+__device__ bool warp_rotations(const D (&w)[S][K], const D* column, int j, int k, const Params<D>& out,
                                D* diagonal, int lane) {
   using R = sreal_t<D>;
   const int owner = j % 32;
@@ -365,7 +366,7 @@ __device__ bool warp_rotations(const D (&w)[S][K], const D (&current)[S], int j,
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     if (s == owner_slot) {
-      alpha = shfl_idx(real_part(current[s]), owner);
+      alpha = shfl_idx(real_part(column[s * 32 + lane]), owner);
 #pragma unroll
       for (int p = 0; p < K; ++p) {
         const D x = shfl_idx(w[s][p], owner);
@@ -493,15 +494,15 @@ __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l
     const Params<D> slot = slots.column(j & 1);
     stage(j + Ring - 1);
     wait_async<Ring - 1>();
-    D current[S];
-#pragma unroll
-    for (int s = 0; s < S; ++s) current[s] = ring[((j % Ring) * S + s) * 32 + lane];
-    if (!warp_rotations<D, K, S>(w, current, j, k, slot, L + j + j * ldl, lane)) fail = min(fail, j);
+    // Column j in the ring, read where it is used rather than held in registers across the
+    // rotations (W takes half of the 64 registers a thread may have at this occupancy).
+    const D* column = ring + (j % Ring) * S * 32;
+    if (!warp_rotations<D, K, S>(w, column, j, k, slot, L + j + j * ldl, lane)) fail = min(fail, j);
     __syncwarp();
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       const int i = lane + 32 * s;
-      if (i > j && i < n) L[i + j * ldl] = apply_column(current[s], w[s], k, slot, 0, true);
+      if (i > j && i < n) L[i + j * ldl] = apply_column(column[s * 32 + lane], w[s], k, slot, 0, true);
     }
   }
   wait_async<0>();
