@@ -819,13 +819,8 @@ __global__ void __launch_bounds__(kStreamThreads) tridiagonalize_global_kernel(T
     pending = true;
     __syncthreads();
   }
-  // The last diagonal element takes the last pending update (none in exact arithmetic: the final
-  // step's reflector is the identity).
-  if (pending && tid == 0) {
-    const int k = n - 1;
-    A[k + k * lda] = from_real<T>(real_part(updated(A[k + k * lda], k, k, k)));
-  }
-  __syncthreads();
+  // Nothing is pending here: the last step (k = n−2) has no reflector of its own (householder's
+  // `last`), and its sweep applied step n−3's update to A(n−1, n−1).
   for (int k = tid; k < n; k += nt) {
     work.d[b * n + k] = real_part(A[k + k * lda]);
     if (k + 1 < n) {

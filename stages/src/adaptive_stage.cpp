@@ -163,8 +163,7 @@ struct AdaptiveStage::Lane {
 
 #if COVFLOW_HAS_CUDA
   std::unique_ptr<detail::AdaptiveDeviceLane> device;
-  linalg::cuda::PinnedBuffer<std::byte> staging[2];
-  int parity = 0;
+  linalg::cuda::PinnedBuffer<std::byte> staging;  // a descriptor (ResultCopy), then the results
 #endif
 };
 
@@ -172,9 +171,7 @@ namespace {
 
 // Descriptor at the start of a staging buffer, written by run() and read by collect().
 struct ResultCopy {
-  AdaptiveStage* stage;
-  AdaptiveStage::Lane* lane;
-  pipeline::FrameSlot* frame;
+  const pipeline::FrameSlot* frame;
   std::uint64_t sequence;
   std::uint32_t cells, looks, channels;
   detail::AdaptiveLayout layout;
@@ -247,10 +244,10 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     params.beams = state->beams;
     state->device = detail::make_adaptive_device_lane(exec.cuda_context(), params);
     const std::size_t staging = kDescriptorBytes + detail::AdaptiveLayout::of(cells, shape.looks, n).bytes;
-    for (auto& buffer : state->staging) {
-      buffer = linalg::cuda::PinnedBuffer<std::byte>(staging);
-      new (buffer.data()) ResultCopy{};  // no frame yet: collect() finds nothing to unpack
-    }
+    // One buffer: a lane's frames run one after another, and collect() empties it before the
+    // next frame's run().
+    state->staging = linalg::cuda::PinnedBuffer<std::byte>(staging);
+    new (state->staging.data()) ResultCopy{};  // no frame yet: collect() finds nothing to unpack
 #endif
   } else {
     state->ring.assign(ring_bytes, std::byte{0});
@@ -507,10 +504,9 @@ void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
 
 #if COVFLOW_HAS_CUDA
   const auto layout = detail::AdaptiveLayout::of(cells, looks, std::size_t(n));
-  std::byte* staging = state.staging[state.parity].data();
-  state.parity ^= 1;
-  new (staging) ResultCopy{this, &state, &frame, frame.sequence, cells, static_cast<std::uint32_t>(looks),
-                           static_cast<std::uint32_t>(n), layout};
+  std::byte* staging = state.staging.data();
+  new (staging) ResultCopy{&frame, frame.sequence, cells, static_cast<std::uint32_t>(looks), static_cast<std::uint32_t>(n),
+                           layout};
   state.device->beamform(static_cast<int>(cells), layout, staging + kDescriptorBytes);
 #endif
 }
@@ -519,24 +515,11 @@ void AdaptiveStage::collect(pipeline::FrameSlot& frame, linalg::Exec& exec) {
 #if COVFLOW_HAS_CUDA
   Lane& state = lane(exec);
   if (!state.cuda) return;
-  // The staging buffer run() filled for this frame (run() alternates between two); none when
-  // run() issued no beams for it.
-  for (auto& buffer : state.staging) {
-    auto* copy = reinterpret_cast<ResultCopy*>(buffer.data());
-    if (copy->frame != &frame || copy->sequence != frame.sequence) continue;
-    unpack_results(copy);
-    copy->frame = nullptr;  // a buffer is unpacked once
-  }
-#else
-  (void)frame;
-  (void)exec;
-#endif
-}
-
-void AdaptiveStage::unpack_results(void* descriptor) {
-  const auto* copy = static_cast<const ResultCopy*>(descriptor);
-  const std::byte* staging = static_cast<const std::byte*>(descriptor) + kDescriptorBytes;
-  pipeline::FrameResults& results = copy->frame->results;
+  auto* copy = reinterpret_cast<ResultCopy*>(state.staging.data());
+  if (copy->frame != &frame || copy->sequence != frame.sequence) return;  // run() issued no beams for this frame
+  copy->frame = nullptr;  // unpacked once
+  const std::byte* staging = state.staging.data() + kDescriptorBytes;
+  pipeline::FrameResults& results = frame.results;
   const std::size_t cells = copy->cells, beams = cells * copy->looks;
   std::memcpy(results.weights.data(), staging + copy->layout.weights, 8 * beams * copy->channels);
   std::memcpy(results.sinr_db.data(), staging + copy->layout.sinr, 4 * beams);
@@ -546,8 +529,11 @@ void AdaptiveStage::unpack_results(void* descriptor) {
     if (status[c] != 0 && results.cell_status[c] == 0) results.cell_status[c] = status[c];
   results.cells = copy->cells;
   const auto* counts = reinterpret_cast<const std::int32_t*>(staging + copy->layout.counts);
-  copy->stage->count_failures(*copy->lane, copy->sequence, static_cast<std::uint32_t>(counts[0]),
-                              static_cast<std::uint32_t>(counts[1]));
+  count_failures(state, copy->sequence, static_cast<std::uint32_t>(counts[0]), static_cast<std::uint32_t>(counts[1]));
+#else
+  (void)frame;
+  (void)exec;
+#endif
 }
 
 std::vector<std::complex<double>> AdaptiveStage::factors(linalg::Exec& exec) const {

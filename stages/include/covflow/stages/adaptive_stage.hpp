@@ -94,7 +94,6 @@ class AdaptiveStage final : public pipeline::Stage {
  private:
   Lane& lane(const linalg::Exec& exec) const;
   void count_failures(Lane& state, std::uint64_t sequence, std::uint32_t recovered, std::uint32_t unrecoverable);
-  static void unpack_results(void* descriptor);  // collect()'s work on a CUDA lane
 
   AdaptiveSettings settings_;
   PerLane<Lane> lanes_;
