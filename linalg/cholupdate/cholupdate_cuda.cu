@@ -68,12 +68,17 @@
 //          workspace with the pipeline's parameters (stream order: the pipeline only writes there
 //          after the product kernels are done): O(n·k) per matrix plus the apply's segment sums,
 //          k·64 elements per 64 × 1024 block of the factor (n = 5000, k = 16, double: 3.2 MB).
+//          Real double with k ≤ 16 runs the same mathematics on the FP64 tensor cores instead
+//          (cholupdate_product_tc.cuh): trsm_tc_kernel (the solve with one more block of lookahead,
+//          the column parameters and M_J = diag(m) + strict lower part of W_J Z_Jᵀ folded in) and
+//          apply_tc_kernel (L̃_RJ = L_RJ·M_J + carry·Z_Jᵀ); its workspace adds M_J, 64² per row block.
 //
 // No host synchronisation: status goes to `info` on the device.
 #include <cuda/atomic>
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -86,6 +91,7 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "cholupdate_product.cuh"
+#include "cholupdate_product_tc.cuh"
 
 namespace covflow::linalg::detail {
 namespace {
@@ -652,6 +658,24 @@ void with_rank(int k, F&& body) {
   }
 }
 
+// The tensor-core product path (cholupdate_product_tc.cuh) for one slice of matrices.
+template <class D, int K>
+void launch_tensor_cores(D* L, long long ldl, long long stride_l, const D* V, long long ldv, long long stride_v, int n,
+                         int k, bool aligned, ProductWork<D> work, long long first, unsigned matrices, double tau_limit,
+                         int* info, cudaStream_t stream) {
+  if constexpr (std::is_same_v<D, double> && K == 16) {
+    const unsigned row_blocks = static_cast<unsigned>(ProductBuffers<D>::blocks(n));
+    trsm_tc_kernel<K><<<dim3(row_blocks, matrices), kTcThreads, tc_shared_bytes(), stream>>>(
+        L, ldl, stride_l, V, ldv, stride_v, n, k, aligned, work, first);
+    COVFLOW_CHECK_LAUNCH();
+    apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n)), matrices), kTcThreads,
+                      apply_tc_shared_bytes(), stream>>>(L, ldl, stride_l, n, aligned, work, first, tau_limit, info);
+    COVFLOW_CHECK_LAUNCH();
+  } else {
+    throw std::logic_error("cholupdate: the tensor-core path is for real double with k ≤ 16");
+  }
+}
+
 // The product path's domain (cholupdate_product.cuh): where its accuracy was established.
 bool product_eligible(int n, int k) { return n > kSmallMaxN && product_rank(template_rank(k)) && n >= 16 * k; }
 
@@ -750,7 +774,15 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
     allow_shared(pipeline_kernel<D, K, false>, smem);
     allow_shared(pipeline_kernel<D, K, true>, smem);
     constexpr bool has_product = product_rank(K);
-    if constexpr (has_product) {
+    // Real double with k ≤ 16: the tensor-core solve (columns folded in) and apply.
+    constexpr bool tensor_cores = std::is_same_v<D, double> && K == 16;
+    [[maybe_unused]] const bool aligned = reinterpret_cast<std::uintptr_t>(L) % 16 == 0 && l.ld % 2 == 0;
+    if constexpr (tensor_cores) {
+      if (product) {
+        allow_shared(trsm_tc_kernel<16>, tc_shared_bytes());
+        allow_shared(apply_tc_kernel, apply_tc_shared_bytes());
+      }
+    } else if constexpr (has_product) {
       if (product) {
         allow_shared(trsm_kernel<D, K>, trsm_shared_bytes<D, K>());
         allow_shared(column_kernel<D, K>, column_shared_bytes<D, K>());
@@ -759,7 +791,11 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
     }
     for (long long first = 0; first < count; first += kMaxGridY) {
       const unsigned matrices_here = static_cast<unsigned>(std::min(kMaxGridY, count - first));
-      if constexpr (has_product) {
+      if constexpr (tensor_cores) {
+        if (product)
+          launch_tensor_cores<D, K>(L, l.ld, l.stride, V, v.ld, v.stride, n, k, aligned, product_work, first,
+                                    matrices_here, tau_limit, info.data(), stream);
+      } else if constexpr (has_product) {
         if (product) {
           const unsigned trsm_blocks = static_cast<unsigned>(ProductBuffers<D>::blocks(n));
           trsm_kernel<D, K><<<dim3(trsm_blocks, matrices_here), kTrsmThreads, trsm_shared_bytes<D, K>(), stream>>>(

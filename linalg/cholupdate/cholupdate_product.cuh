@@ -56,6 +56,12 @@
 #include "../common/async_copy.cuh"
 #include "../common/device_scalar.cuh"
 
+// A profiling hook: a timing harness defines it to timestamp stage `slot` of row block J in the
+// product kernels (how the chain's per-step costs in cholupdate_product_tc.cuh were measured).
+#ifndef COVFLOW_PRODUCT_TRACE
+#define COVFLOW_PRODUCT_TRACE(J, slot)
+#endif
+
 namespace covflow::linalg::detail {
 namespace {
 
@@ -99,16 +105,20 @@ struct ProductBuffers {
   R* m;        // n
   D* prefix;   // (blocks + 1) × K × K: I + Σ_{I<J} W_Iᴴ W_I, row-major
   D* partial;  // blocks × segments × K × 64: Σ_{J∈s} L_RJ W_J, as [R][s][p][row]
+  D* mix;      // tensor-core path only (real double, K = 16): per column block J the 64×64
+               // M_J = diag(m) + strict lower part of W_J Z_Jᵀ, column-major (cholupdate_product_tc.cuh)
 
   __host__ __device__ static int blocks(int n) { return (n + kTrsmBlock - 1) / kTrsmBlock; }
   __host__ __device__ static int segments(int n) { return (blocks(n) + kSegmentTiles - 1) / kSegmentTiles; }
   __host__ __device__ static std::size_t bytes(int n, int K) {
     const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n));
     return 2 * align256_(sizeof(D) * std::size_t(n) * K) + align256_(sizeof(R) * std::size_t(n)) +
-           align256_(sizeof(D) * (b + 1) * K * K) + align256_(sizeof(D) * b * s * K * kTrsmBlock);
+           align256_(sizeof(D) * (b + 1) * K * K) + align256_(sizeof(D) * b * s * K * kTrsmBlock) +
+           (has_mix(K) ? align256_(sizeof(D) * b * kTrsmBlock * kTrsmBlock) : 0);
   }
+  __host__ __device__ static constexpr bool has_mix(int K) { return std::is_same_v<D, double> && K == 16; }
   __host__ __device__ static ProductBuffers carve(unsigned char* base, int n, int K) {
-    const std::size_t b = std::size_t(blocks(n));
+    const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n));
     ProductBuffers out;
     out.w = reinterpret_cast<D*>(base);
     base += align256_(sizeof(D) * std::size_t(n) * K);
@@ -119,6 +129,8 @@ struct ProductBuffers {
     out.prefix = reinterpret_cast<D*>(base);
     base += align256_(sizeof(D) * (b + 1) * K * K);
     out.partial = reinterpret_cast<D*>(base);
+    base += align256_(sizeof(D) * b * s * K * kTrsmBlock);
+    out.mix = has_mix(K) ? reinterpret_cast<D*>(base) : nullptr;
     return out;
   }
 };
@@ -252,6 +264,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   const int rows = n - r0 < B ? n - r0 : B;
   const int segments = ProductBuffers<D>::segments(n);
   bool bad = false;
+  COVFLOW_PRODUCT_TRACE(J, 0);
 
   // 1. L_JJ, row-major, padded with the identity; the diagonal checked as the rotations would.
   for (int e = t; e < B * B; e += kTrsmThreads) {
@@ -271,7 +284,8 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   }
   __syncthreads();
 
-  // 2. X = L_JJ⁻¹ by rows: X(i, j) = −(Σ_{j≤l<i} L(i, l) X(l, j)) / L(i, i); four threads per column.
+  // 2. X = L_JJ⁻¹ by rows: X(i, j) = −(Σ_{j≤l<i} L(i, l) X(l, j)) / L(i, i); four threads per column,
+  //    in one warp, so the columns advance independently (no block barrier per row).
   {
     const int j = t >> 2, q = t & 3;
     for (int i = 0; i < B; ++i) {
@@ -284,9 +298,10 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
         if (j < i) X[j * B + i] = partial * (-reciprocal[i]);
         else if (j == i) X[j * B + i] = from_real<D>(reciprocal[i]);
       }
-      __syncthreads();
+      __syncwarp();  // column j is read and written by its own four threads only (one warp)
     }
   }
+  __syncthreads();
 
   // 3. Y = X·L_{J,J−1} (X lower: the upper zeros are summed too, uniformly).
   if (J > 0) {
@@ -312,6 +327,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     rhs[e] = (i < rows && p < k) ? V[(r0 + i) + p * ldv] : zero;
   }
   __syncthreads();  // the buffer is free again
+  COVFLOW_PRODUCT_TRACE(J, 1);
 
   // 4. R = V_J − Σ_{I<J−1} L_JI W_I, tile by tile as the W_I are published. Thread (ra, quarter)
   //    sums a quarter of the tile's columns for every p; close() folds the quarters into R and into
@@ -384,6 +400,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     reopen(I);
     if (t == 0) wait_at_least(&status.progress, I + 1);
     __syncthreads();
+    if (I + 2 == J) COVFLOW_PRODUCT_TRACE(J, 7);
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(I) * B * K + e];
     __syncthreads();
     norms_of(w_tile);
@@ -391,6 +408,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     accumulate(current, w_tile);
   }
   close();
+  COVFLOW_PRODUCT_TRACE(J, 2);
 
   // 5. T = X·R, then the chain step W_J = T − Y·W_{J−1}.
   const int r = t % B, group = t / B;
@@ -407,11 +425,14 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
       for (int e = 0; e < PPT; ++e) out[e] = fma_(out[e], x, rhs[l * K + p0 + e]);
     }
   }
+  COVFLOW_PRODUCT_TRACE(J, 3);
   if (J > 0) {
     if (t == 0) wait_at_least(&status.progress, J);
     __syncthreads();
+    COVFLOW_PRODUCT_TRACE(J, 8);
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(J - 1) * B * K + e];
     __syncthreads();
+    COVFLOW_PRODUCT_TRACE(J, 4);
     if (lg == 0) {
       // The chain's own arithmetic: four independent sums over l, so no FMA waits on the last.
       D chains[4][PPT];
@@ -445,6 +466,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   // release store (a gpu-scope fence, then the store) makes them visible with it.
   __syncthreads();
   if (t == 0) release_store(&status.progress, J + 1);
+  COVFLOW_PRODUCT_TRACE(J, 5);
 
   // 6. P_J = W_Jᴴ W_J into ‖W‖²_F and into the prefix I + Σ_{I≤J} P_I, after block J−1's.
   D gram = zero;
@@ -502,6 +524,7 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     atomicMax(&status.rho_bits, static_cast<unsigned long long>(__double_as_longlong(rho != rho ? HUGE_VAL : rho)));
   }
   if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
+  COVFLOW_PRODUCT_TRACE(J, 6);
 }
 
 // ---- column parameters m_j, z_j ------------------------------------------------------------------
@@ -511,36 +534,18 @@ constexpr std::size_t column_shared_bytes() {
   return sizeof(D) * (kTrsmBlock * K + kColumnWarps * K * K) + sizeof(sreal_t<D>) * kColumnWarps * K;
 }
 
+// Column j's m_j and z_j, by one warp: G_j = prefix + Σ_{i<c} w_iᴴ w_i (prefix = I + Σ_{I<J} W_Iᴴ W_I,
+// w_i the rows of j's row block in `w_block`, c = j's place in it), its Cholesky factor in `chol`
+// (K×K, this warp's), u = C⁻¹ w_jᴴ, m_j² = 1 + ‖u‖², y = C⁻ᴴ u, z_j = y/m_j. Returns true when
+// something was not finite or G_j not positive definite (the guard then refuses the matrix).
 template <class D, int K>
-__global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, ProductWork<D> work, long long first_matrix) {
+__device__ bool column_parameters(int j, int c, const D* prefix, const D* w_block, D* chol, sreal_t<D>* reciprocal,
+                                  const ProductBuffers<D>& buf, int lane) {
   using R = sreal_t<D>;
-  constexpr int B = kTrsmBlock;
-  extern __shared__ __align__(16) unsigned char smem[];
-  D* w_block = reinterpret_cast<D*>(smem);  // rows r0 … of W [row][K]
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  D* chol = w_block + B * K + warp * K * K;  // this warp's G_j, then its Cholesky factor in place
-  R* reciprocal = reinterpret_cast<R*>(w_block + B * K + kColumnWarps * K * K) + warp * K;
-
-  const long long m = first_matrix + blockIdx.y;
-  ProductStatus& status = work.status[m];
-  if (status.reject != 0) return;  // uniform: written by the previous kernel
-  const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
-  const int c0 = blockIdx.x * kColumnWarps;
-  const int J = c0 / B;
-  const int r0 = J * B;
-  const int last = n < c0 + kColumnWarps ? n : c0 + kColumnWarps;  // rows r0 … last − 1 are read
   const D zero = from_real<D>(R(0));
-
-  for (int e = threadIdx.x; e < (last - r0) * K; e += blockDim.x) w_block[e] = buf.w[std::size_t(r0) * K + e];
-  __syncthreads();
-
-  const int j = c0 + warp;
-  if (j >= n) return;  // no barrier below
-  const int c = j - r0;
-  // G_j: the prefix of the row blocks above plus the rows of this block above j.
   for (int e = lane; e < K * K; e += 32) {
     const int p = e / K, q = e % K;
-    D sum = buf.prefix[std::size_t(J) * K * K + e];
+    D sum = prefix[e];
     for (int i = 0; i < c; ++i) sum = fma_conj(sum, w_block[i * K + p], w_block[i * K + q]);
     chol[e] = sum;
   }
@@ -583,7 +588,37 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
   if (!isfinite(mj) || (lane < K && !is_finite(zj))) bad = true;
   if (lane < K) buf.z[std::size_t(j) * K + lane] = zj;
   if (lane == 0) buf.m[j] = mj;
-  if (__any_sync(0xffffffffu, bad) && lane == 0) atomicOr(&status.reject, 1);
+  __syncwarp();  // `chol` and `reciprocal` are reused for the warp's next column
+  return __any_sync(0xffffffffu, bad);
+}
+
+template <class D, int K>
+__global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, ProductWork<D> work, long long first_matrix) {
+  using R = sreal_t<D>;
+  constexpr int B = kTrsmBlock;
+  extern __shared__ __align__(16) unsigned char smem[];
+  D* w_block = reinterpret_cast<D*>(smem);  // rows r0 … of W [row][K]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  D* chol = w_block + B * K + warp * K * K;  // this warp's G_j, then its Cholesky factor in place
+  R* reciprocal = reinterpret_cast<R*>(w_block + B * K + kColumnWarps * K * K) + warp * K;
+
+  const long long m = first_matrix + blockIdx.y;
+  ProductStatus& status = work.status[m];
+  if (status.reject != 0) return;  // uniform: written by the previous kernel
+  const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
+  const int c0 = blockIdx.x * kColumnWarps;
+  const int J = c0 / B;
+  const int r0 = J * B;
+  const int last = n < c0 + kColumnWarps ? n : c0 + kColumnWarps;  // rows r0 … last − 1 are read
+
+  for (int e = threadIdx.x; e < (last - r0) * K; e += blockDim.x) w_block[e] = buf.w[std::size_t(r0) * K + e];
+  __syncthreads();
+
+  const int j = c0 + warp;
+  if (j >= n) return;  // no barrier below
+  const bool bad = column_parameters<D, K>(j, j - r0, buf.prefix + std::size_t(J) * K * K, w_block, chol, reciprocal,
+                                           buf, lane);
+  if (bad && lane == 0) atomicOr(&status.reject, 1);
 }
 
 // ---- L̃ = L·M --------------------------------------------------------------------------------------

@@ -1,0 +1,657 @@
+// Internal to cholupdate_cuda.cu: the product path's W = L⁻¹V for real double with k ≤ 16 on the
+// FP64 tensor cores (mma.sync m8n8k4 .f64), with the column parameters m_j, z_j folded in.
+//
+// Same mathematics and workspace as trsm_kernel + column_kernel (cholupdate_product.cuh): row
+// blocks J of 64 rows taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain
+// W_J = X·(V_J − Σ_{I<J} L_JI W_I). What differs is where the chain's time goes. On the H100 the
+// SIMT version spent 4.9 µs per row block (n = 5000, k = 16): 3.5 µs in the 64×64 by 64×16
+// product Y·W_{J−1} (every thread reading all of W_{J−1} from shared memory: bound by shared
+// memory bandwidth) and, on the next block, 3.4 + 1.6 µs accumulating L_{J,J−2}W_{J−2} and forming
+// X·R after W_{J−2} arrived. Here:
+//   * every 64×64 by 64×16 product is 32 DMMAs per warp, each lane holding one element of A and
+//     one of B per instruction (no lane reads all of W);
+//   * one more block of lookahead: Z = X·L_{J,J−2} is formed at the start, so R = V_J −
+//     Σ_{I≤J−3} L_JI W_I and T = X·R are complete two steps ahead, T −= Z·W_{J−2} one step ahead,
+//     and the chain step after W_{J−1} is only W_J = T − Y·W_{J−1} with Y already in registers;
+//   * each warp publishes its own part of W_J (a count of warps, release order), so no block
+//     barrier sits between the product and the counter.
+// Off the chain: the segment sums of L_RJ W_J for the apply kernel and the ρ guard's row sums
+// (from the same fragments), the gram prefix, and then the block's own 64 columns' m_j, z_j
+// (column_parameters), which saves the separate column kernel (70 µs at n = 5000).
+//
+// Fragments of mma.m16n8k4 with .f64 (PTX ISA, "Matrix Fragments for mma.m16n8k4"): g = lane/4,
+// c = lane%4; A (16×4): A(g, c), A(g+8, c); B (4×8): B(c, g); C/D (16×8): C(g, 2c), C(g, 2c+1),
+// C(g+8, 2c), C(g+8, 2c+1). Below, index mt ∈ {0, 1} is the row offset 8·mt.
+// Warps: w = 0…7, mg = w%4 owns rows 16mg … 16mg+15 (two 8-row tiles); the second index w/4 is the
+// k-half (32 columns of L) in the accumulation and the 8-column half of W in the chain.
+#pragma once
+
+#include "cholupdate_product.cuh"
+
+namespace covflow::linalg::detail {
+namespace {
+
+constexpr int kTcLd = 68;      // column stride of a 64×64 tile in shared memory: conflict-free fragments
+constexpr int kTcRhsLd = 20;   // row stride of R (64×16) in shared memory
+constexpr int kTcThreads = 256;
+
+constexpr std::size_t tc_shared_bytes() {
+  return sizeof(double) * (5 * kTrsmBlock * kTcLd + kTrsmBlock * 16 + kTrsmBlock * kTcRhsLd + kTrsmBlock * 16 + 2 * kTrsmBlock);
+}
+
+// A 16×8 tile += (16×4)·(4×8): rows g (d0, a0) and g + 8 (d1, a1) of the layout above, i.e. a
+// warp's two 8-row tiles in one instruction. m16n8k4 rather than m8n8k4: on the H100 the latter
+// issues at half the rate (63 against 125 multiply-adds per clock per SM, measured).
+__device__ inline void dmma(double (&d0)[2], double (&d1)[2], double a0, double a1, double b) {
+  asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+               : "+d"(d0[0]), "+d"(d0[1]), "+d"(d1[0]), "+d"(d1[1])
+               : "d"(a0), "d"(a1), "d"(b));
+}
+
+// Rows r0 … r0+63, columns c0 … c0+63 of L into `dst` (column-major, ld kTcLd): cp.async where two
+// rows are inside, zeros outside the matrix and, when `lower`, above the diagonal (c > r).
+__device__ inline void issue_tile(double* dst, const double* L, long long ldl, int r0, int c0, int n, bool lower,
+                                  bool aligned) {
+  for (int e = threadIdx.x; e < kTrsmBlock * kTrsmBlock / 2; e += kTcThreads) {
+    const int c = e / (kTrsmBlock / 2), r = (e % (kTrsmBlock / 2)) * 2;
+    double* d = dst + c * kTcLd + r;
+    const double* src = L + (r0 + r) + static_cast<long long>(c0 + c) * ldl;
+    const bool in0 = r0 + r < n && c0 + c < n && (!lower || c <= r);
+    const bool in1 = r0 + r + 1 < n && c0 + c < n && (!lower || c <= r + 1);
+    if (aligned && in0 && in1) {
+      copy_async_16(d, src);
+    } else {
+      d[0] = in0 ? src[0] : 0.0;
+      d[1] = in1 ? src[1] : 0.0;
+    }
+  }
+}
+
+// out = sign · X·T for a 64×64 tile T (X lower triangular, both column-major ld kTcLd), warp
+// (mg, column half nh): rows 16mg…, columns 32nh….
+__device__ inline void form_product(double* out, const double* x, const double* tile, double sign, int warp, int lane) {
+  const int mg = warp % 4, nh = warp / 4, g = lane / 4, c = lane % 4;
+  double acc[2][4][2] = {};
+  for (int ks = 0; ks < 4 * mg + 4; ++ks) {  // X(r, l) = 0 for l > r
+    double a[2];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) a[mt] = x[(4 * ks + c) * kTcLd + 16 * mg + 8 * mt + g];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const double b = tile[(32 * nh + 8 * nt + g) * kTcLd + 4 * ks + c];
+      dmma(acc[0][nt], acc[1][nt], a[0], a[1], b);
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) out[(32 * nh + 8 * nt + 2 * c + i) * kTcLd + 16 * mg + 8 * mt + g] = sign * acc[mt][nt][i];
+}
+
+// The wait of one warp on the per-matrix count of published warps.
+__device__ inline void warp_wait(int* counter, int target, int lane) {
+  if (lane == 0) wait_at_least(counter, target);
+  __syncwarp();
+}
+
+// Column j's m_j and z_j (see column_parameters in cholupdate_product.cuh: same formulas) by the
+// 16 lanes of a half-warp, i = lane % 16 holding row i of G_j and then of its Cholesky factor C in
+// registers: G_j = prefix + Σ_{l<c} w_lᵀ w_l, C by right-looking elimination with the pivot row
+// shuffled to the lanes below, u = C⁻¹w_jᵀ, m_j² = 1 + ‖u‖², y = C⁻ᵀu (C's columns read back
+// through `transpose`, 16×17 per half-warp), z_j = y/m_j. Both halves run the same shuffles;
+// `store` = false for a half with no column. Returns true on a non-finite or non-positive pivot.
+__device__ inline bool column_parameters_16(int j, int c, bool store, const double* prefix, const double* w_block,
+                                            double* transpose, const ProductBuffers<double>& buf, int i) {
+  constexpr unsigned kAll = 0xffffffffu;
+  double g[16];
+#pragma unroll
+  for (int q = 0; q < 16; ++q) g[q] = prefix[i * 16 + q];
+#pragma unroll 4
+  for (int l = 0; l < c; ++l) {
+    const double wi = w_block[l * 16 + i];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) g[q] = fma(wi, w_block[l * 16 + q], g[q]);
+  }
+  bool bad = false;
+  double inv[16];
+#pragma unroll
+  for (int p = 0; p < 16; ++p) {
+    const double d2 = __shfl_sync(kAll, g[p], p, 16);
+    const bool ok = d2 > 0.0 && isfinite(d2);
+    if (!ok) bad = true;
+    const double d = ok ? sqrt(d2) : 1.0;
+    inv[p] = 1.0 / d;
+    if (i > p) g[p] *= inv[p];
+    else if (i == p) g[p] = d;
+#pragma unroll
+    for (int q = p + 1; q < 16; ++q) {
+      const double cqp = __shfl_sync(kAll, g[p], q, 16);  // C(q, p)
+      if (q <= i) g[q] = fma(-g[p], cqp, g[q]);
+    }
+  }
+  double b = w_block[c * 16 + i];
+#pragma unroll
+  for (int p = 0; p < 16; ++p) {
+    const double u = __shfl_sync(kAll, b, p, 16) * inv[p];
+    if (i == p) b = u;
+    else if (i > p) b = fma(-g[p], u, b);
+  }
+  double m2 = b * b;
+#pragma unroll
+  for (int o = 8; o > 0; o /= 2) m2 += __shfl_xor_sync(kAll, m2, o, 16);
+  m2 += 1.0;
+#pragma unroll
+  for (int q = 0; q < 16; ++q) transpose[i * 17 + q] = g[q];
+  __syncwarp();
+  double ct[16];
+#pragma unroll
+  for (int p = 0; p < 16; ++p) ct[p] = transpose[p * 17 + i];  // C(p, i)
+  __syncwarp();
+#pragma unroll
+  for (int p = 15; p >= 0; --p) {
+    const double y = __shfl_sync(kAll, b, p, 16) * inv[p];
+    if (i == p) b = y;
+    else if (i < p) b = fma(-ct[p], y, b);
+  }
+  const double mj = sqrt(m2);
+  const double zj = b * (1.0 / mj);
+  if (!isfinite(mj) || !isfinite(zj)) bad = true;
+  if (store) {
+    buf.z[std::size_t(j) * 16 + i] = zj;
+    if (i == 0) buf.m[j] = mj;
+  }
+  return store && bad;
+}
+
+template <int K>
+__global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all, long long ldl, long long stride_l,
+                                                             const double* v_all, long long ldv, long long stride_v,
+                                                             int n, int k, bool aligned, ProductWork<double> work,
+                                                             long long first_matrix) {
+  static_assert(K == 16, "the tensor-core solve is written for k ≤ 16");
+  using D = double;
+  constexpr int B = kTrsmBlock;
+  constexpr int kWarps = kTcThreads / 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  double* xs = reinterpret_cast<double*>(smem);  // X = L_JJ⁻¹ (column-major, ld kTcLd)
+  double* zs = xs + B * kTcLd;                   // L_JJ for the inversion, then −Y, then −Z
+  const auto tile = [&](int b) { return zs + (1 + b) * B * kTcLd; };  // three L tiles by cp.async; later the columns' scratch
+  double* scratch = zs + 4 * B * kTcLd;          // [row][16]: the k-halves' sums, then ρ's row sums
+  double* rhs = scratch + B * 16;                // R [row][kTcRhsLd]
+  double* w_own = rhs + B * kTcRhsLd;            // W_J [row][16]
+  double* reciprocal = w_own + B * 16;           // 1/L(i, i)
+  double* v_norm2 = reciprocal + B;              // ‖v_i‖² (ρ's row size)
+  __shared__ int taken;
+
+  const long long m = first_matrix + blockIdx.y;
+  ProductStatus& status = work.status[m];
+  const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
+  const D* L = l_all + m * stride_l;
+  const D* V = v_all + m * stride_v;
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int mg = warp % 4, half = warp / 4, g = lane / 4, c = lane % 4;
+
+  if (t == 0) taken = atomicAdd(&status.ticket, 1);
+  __syncthreads();
+  const int J = taken;
+  const int r0 = J * B;
+  const int rows = n - r0 < B ? n - r0 : B;
+  const int segments = ProductBuffers<D>::segments(n);
+  bool bad = false;
+  COVFLOW_PRODUCT_TRACE(J, 0);
+
+  // 1. L_JJ (lower, zeros outside) into zs, L_{J,J−1} and L_{J,J−2} into the tile buffers.
+  issue_tile(zs, L, ldl, r0, r0, n, true, aligned);
+  if (J >= 1) issue_tile(tile(0), L, ldl, r0, r0 - B, n, false, aligned);
+  if (J >= 2) issue_tile(tile(1), L, ldl, r0, r0 - 2 * B, n, false, aligned);
+  commit_async();
+  for (int e = t; e < B * kTcRhsLd; e += kTcThreads) {
+    const int i = e / kTcRhsLd, p = e % kTcRhsLd;
+    rhs[e] = (i < rows && p < k) ? V[(r0 + i) + p * ldv] : 0.0;
+  }
+  if (t < B) {
+    double sum = 0.0;
+    for (int p = 0; p < k && t < rows; ++p) sum = fma(V[(r0 + t) + p * ldv], V[(r0 + t) + p * ldv], sum);
+    v_norm2[t] = sum;
+  }
+  wait_async<0>();
+  __syncthreads();
+  if (t < B) {
+    if (t < rows) {
+      const D d = zs[t * kTcLd + t];
+      if (!(isfinite(d) && d > 0.0)) bad = true;
+      reciprocal[t] = bad ? 1.0 : 1.0 / d;
+    } else {
+      reciprocal[t] = 1.0;  // the identity pads the last block
+      zs[t * kTcLd + t] = 1.0;
+    }
+  }
+  __syncthreads();
+
+  // 2. X = L_JJ⁻¹, right-looking: thread (column j, q) keeps rows i ≡ q (mod 4) of column j in
+  //    registers; once X(l, j) is known (rows l ≤ l… done) it is shuffled to the column's four
+  //    threads, which subtract L(i, l)·X(l, j) from their rows below l. The chain per row is a
+  //    multiply, a shuffle and a multiply-add (the row-by-row dot products took 28 µs).
+  {
+    const int j = t >> 2, q = t & 3;
+    double x[16];
+#pragma unroll
+    for (int s4 = 0; s4 < 16; ++s4) x[s4] = 4 * s4 + q == j ? 1.0 : 0.0;
+#pragma unroll
+    for (int l = 0; l < B; ++l) {
+      double xl = x[l / 4] * reciprocal[l];  // X(l, j) on thread q = l % 4 (zero for l < j)
+      xl = __shfl_sync(0xffffffffu, xl, (lane & ~3) | (l % 4));
+      if (q == l % 4) x[l / 4] = xl;
+#pragma unroll
+      for (int s4 = l / 4; s4 < 16; ++s4)
+        if (4 * s4 + q > l) x[s4] = fma(-zs[l * kTcLd + 4 * s4 + q], xl, x[s4]);
+    }
+#pragma unroll
+    for (int s4 = 0; s4 < 16; ++s4) xs[j * kTcLd + 4 * s4 + q] = x[s4];
+  }
+  __syncthreads();
+  COVFLOW_PRODUCT_TRACE(J, 10);
+
+  // 3. −Y = −X·L_{J,J−1} into registers (the chain's A fragments), then −Z = −X·L_{J,J−2} into zs.
+  double ya[2][16];
+  if (J >= 1) {
+    form_product(zs, xs, tile(0), -1.0, warp, lane);
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int ks = 0; ks < 16; ++ks) ya[mt][ks] = zs[(4 * ks + c) * kTcLd + 16 * mg + 8 * mt + g];
+    __syncthreads();
+  }
+  if (J >= 2) {
+    form_product(zs, xs, tile(1), -1.0, warp, lane);
+  }
+  __syncthreads();  // the tile buffers are free
+  COVFLOW_PRODUCT_TRACE(J, 1);
+
+  // 4. R = V_J − Σ_{I≤J−3} L_JI W_I as the W_I are published, one tile ahead by cp.async. Warp
+  //    (mg, half) sums columns 32·half… of each tile into acc; flush() folds the halves into R and
+  //    into this row block's sum for segment `open` of the apply (written at the segment's first
+  //    flush, added to after). The ρ guard's sums come from the same fragments: s(r) = Σ_i
+  //    |L(r, i)|·‖w_i‖₁ (‖w_i‖₁ reduced over the lanes holding row i of W_I) and ‖L(r, :)‖².
+  double acc[2][2][2] = {};
+  double s_row[2] = {0.0, 0.0}, l_row[2] = {0.0, 0.0};
+  int open = 0;
+  bool fresh = true;
+  const auto flush = [&]() {
+    if (half == 1)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) scratch[(16 * mg + 8 * mt + g) * 16 + 8 * nt + 2 * c + i] = acc[mt][nt][i];
+    __syncthreads();
+    if (half == 0) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int row = 16 * mg + 8 * mt + g, p = 8 * nt + 2 * c + i;
+            const double sum = acc[mt][nt][i] + scratch[row * 16 + p];
+            rhs[row * kTcRhsLd + p] -= sum;
+            double& slot = buf.partial[((std::size_t(J) * segments + open) * K + p) * B + row];
+            slot = fresh ? sum : slot + sum;
+          }
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = 0.0;
+    fresh = false;
+    __syncthreads();
+  };
+  const auto reopen = [&](int I) {
+    if (I / kSegmentTiles != open) {
+      flush();
+      open = I / kSegmentTiles;
+      fresh = true;
+    }
+  };
+  const auto accumulate = [&](const double* tile, int I) {
+    const double* w = buf.w + (std::size_t(I) * B + 32 * half) * K;
+    const int w_rows = n - (I * B + 32 * half);  // rows of W_I past n are zero (not in the workspace)
+    double b[8][2], norm[8];
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) b[ks][nt] = 4 * ks + c < w_rows ? __ldcg(w + (4 * ks + c) * K + 8 * nt + g) : 0.0;
+      norm[ks] = fabs(b[ks][0]) + fabs(b[ks][1]);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      norm[ks] += __shfl_xor_sync(0xffffffffu, norm[ks], 4);
+      norm[ks] += __shfl_xor_sync(0xffffffffu, norm[ks], 8);
+      norm[ks] += __shfl_xor_sync(0xffffffffu, norm[ks], 16);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      double a[2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        a[mt] = tile[(32 * half + 4 * ks + c) * kTcLd + 16 * mg + 8 * mt + g];
+        s_row[mt] = fma(fabs(a[mt]), norm[ks], s_row[mt]);
+        l_row[mt] = fma(a[mt], a[mt], l_row[mt]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) dmma(acc[0][nt], acc[1][nt], a[0], a[1], b[ks][nt]);
+    }
+  };
+  const int last = J - 3;  // tiles 0 … last go into R
+  if (last >= 0) issue_tile(tile(0), L, ldl, r0, 0, n, false, aligned);
+  commit_async();
+  if (last >= 1) issue_tile(tile(1), L, ldl, r0, B, n, false, aligned);
+  commit_async();
+  for (int I = 0; I <= last; ++I) {
+    // One thread per block waits here (the chain's waits below are per warp): every block but the
+    // chain's next few spins on the newest W, and 8 spinners per block slowed the counter's writers.
+    if (t == 0) wait_at_least(&status.progress, kWarps * (I + 1));
+    wait_async<1>();
+    __syncthreads();
+    reopen(I);
+    accumulate(tile(I & 1), I);
+    __syncthreads();
+    if (I + 2 <= last) issue_tile(tile(I & 1), L, ldl, r0, (I + 2) * B, n, false, aligned);
+    commit_async();
+  }
+  wait_async<0>();
+  flush();
+  COVFLOW_PRODUCT_TRACE(J, 2);
+
+  // 5. T = X·R, in the chain's layout: warp (mg, half) owns rows 16mg…, columns 8·half… of W_J.
+  //    Two independent sums (even and odd k-steps), added at the end.
+  double tc[2][2][2] = {};
+  for (int ks = 0; ks < 4 * mg + 4; ++ks) {
+    const double b = rhs[(4 * ks + c) * kTcRhsLd + 8 * half + g];
+    const double* x = xs + (4 * ks + c) * kTcLd + 16 * mg + g;
+    dmma(tc[ks & 1][0], tc[ks & 1][1], x[0], x[8], b);
+  }
+  COVFLOW_PRODUCT_TRACE(J, 3);
+  const auto load_w = [&](int I, double (&b)[16]) {  // B fragments of W_I: rows 4ks + c, column 8·half + g
+    const double* w = buf.w + std::size_t(I) * B * K + 8 * half + g;
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) b[ks] = __ldcg(w + (4 * ks + c) * K);
+  };
+  if (J >= 2) {  // T −= Z·W_{J−2}
+    warp_wait(&status.progress, kWarps * (J - 1), lane);
+    COVFLOW_PRODUCT_TRACE(J, 7);
+    double b[16];
+    load_w(J - 2, b);
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) {
+      const double* z = zs + (4 * ks + c) * kTcLd + 16 * mg + g;
+      dmma(tc[ks & 1][0], tc[ks & 1][1], z[0], z[8], b[ks]);
+    }
+  }
+  if (J >= 1) {  // the chain step: W_J = T − Y·W_{J−1}
+    warp_wait(&status.progress, kWarps * J, lane);
+    COVFLOW_PRODUCT_TRACE(J, 8);
+    double b[16];
+    load_w(J - 1, b);
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) dmma(tc[ks & 1][0], tc[ks & 1][1], ya[0][ks], ya[1][ks], b[ks]);
+  }
+  // W_J: to the workspace (rows < n) and to w_own; then this warp's part is published.
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    const int row = 16 * mg + 8 * mt + g, p = 8 * half + 2 * c;
+    double2 value{tc[0][mt][0] + tc[1][mt][0], tc[0][mt][1] + tc[1][mt][1]};
+    if (!(isfinite(value.x) && isfinite(value.y))) bad = true;
+    if (row >= rows) value = double2{0.0, 0.0};
+    *reinterpret_cast<double2*>(w_own + row * 16 + p) = value;
+    if (row < rows) *reinterpret_cast<double2*>(buf.w + (std::size_t(r0) + row) * K + p) = value;
+  }
+  __syncwarp();
+  if (lane == 0) {
+    ::cuda::atomic_ref<int, ::cuda::thread_scope_device> progress(status.progress);
+    progress.fetch_add(1, ::cuda::memory_order_release);
+  }
+  COVFLOW_PRODUCT_TRACE(J, 5);
+  // The tiles step 7 needs (J−2, J−1 and the diagonal), loading during the gram step. (Issued
+  // before the chain step instead, they delayed the accumulation the chain waits on.)
+  for (int I = J - 2 > 0 ? J - 2 : 0; I <= J; ++I) issue_tile(tile(I - J + 2), L, ldl, r0, I * B, n, I == J, aligned);
+  commit_async();
+  __syncthreads();  // w_own complete
+
+  // 6. P_J = W_Jᵀ W_J into ‖W‖²_F and into the prefix I + Σ_{I≤J} P_I, after block J−1's.
+  {
+    D gram = 0.0;
+    const int p = t / K, q = t % K;
+    for (int i = 0; i < B; ++i) gram = fma(w_own[i * K + p], w_own[i * K + q], gram);
+    if (p == q) atomicAdd(&status.norm2, gram);
+    if (t == 0 && J > 0) wait_at_least(&status.gram_progress, J);
+    __syncthreads();
+    const D before = J == 0 ? D(p == q ? 1 : 0) : buf.prefix[std::size_t(J) * K * K + t];
+    if (J == 0) buf.prefix[t] = before;
+    buf.prefix[std::size_t(J + 1) * K * K + t] = before + gram;
+    __syncthreads();
+    if (t == 0) release_store(&status.gram_progress, J + 1);
+  }
+  COVFLOW_PRODUCT_TRACE(J, 4);
+
+  // 7. The apply's segment sums and ρ's row sums, completed with tiles J−2, J−1 and the diagonal
+  //    tile J (its lower triangle; W_J is in the workspace, visible to this block after the barrier).
+  wait_async<0>();
+  __syncthreads();
+  for (int I = J - 2 > 0 ? J - 2 : 0; I <= J; ++I) {
+    reopen(I);
+    accumulate(tile(I - J + 2), I);
+  }
+  flush();
+  COVFLOW_PRODUCT_TRACE(J, 11);
+
+  // 8. ρ over this block's rows: s(r) / (‖L(r, :)‖² + ‖v_r‖²)^½.
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    s_row[mt] += __shfl_xor_sync(0xffffffffu, s_row[mt], 1);
+    s_row[mt] += __shfl_xor_sync(0xffffffffu, s_row[mt], 2);
+    l_row[mt] += __shfl_xor_sync(0xffffffffu, l_row[mt], 1);
+    l_row[mt] += __shfl_xor_sync(0xffffffffu, l_row[mt], 2);
+    if (c == 0) {
+      const int row = 16 * mg + 8 * mt + g;
+      scratch[half * B + row] = s_row[mt];
+      scratch[2 * B + half * B + row] = l_row[mt];
+    }
+  }
+  __syncthreads();
+  if (t < rows) {
+    const double s_sum = scratch[t] + scratch[B + t];
+    const double size2 = scratch[2 * B + t] + scratch[3 * B + t] + v_norm2[t];
+    const double rho = s_sum / sqrt(size2);  // NaN or Inf: refused below
+    atomicMax(&status.rho_bits, static_cast<unsigned long long>(__double_as_longlong(rho != rho ? HUGE_VAL : rho)));
+  }
+
+  COVFLOW_PRODUCT_TRACE(J, 12);
+  // 9. m_j and z_j of this block's columns, two per warp (column_parameters_16; prefix J was
+  //    published before the wait in step 6 returned). The tile buffer holds the transposes.
+  {
+    double* transpose = tile(0) + warp * 2 * 16 * 17 + (lane / 16) * 16 * 17;
+    const double* prefix = buf.prefix + std::size_t(J) * K * K;
+    for (int c0 = 2 * warp; c0 < rows; c0 += 2 * kWarps) {
+      const int cl = c0 + lane / 16;
+      if (column_parameters_16(r0 + cl, cl < rows ? cl : c0, cl < rows, prefix, w_own, transpose, buf, lane % 16))
+        bad = true;
+    }
+  }
+  COVFLOW_PRODUCT_TRACE(J, 9);
+
+  // 10. M_J = diag(m) + strict lower part of W_J Z_Jᵀ for apply_tc_kernel (zero outside the matrix).
+  //     The z_j and m_j of the block's columns were written by its warps: visible after the barrier.
+  if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
+  {
+    double* mix = buf.mix + std::size_t(J) * B * B;
+    const int i = t % B;  // row; consecutive threads, consecutive rows
+    double w[K];
+#pragma unroll
+    for (int p = 0; p < K; ++p) w[p] = w_own[i * K + p];
+    for (int j = t / B; j < B; j += kTcThreads / B) {
+      double value = 0.0;
+      if (i < rows && j < rows) {
+        if (i == j) {
+          value = __ldcg(buf.m + r0 + j);
+        } else if (i > j) {
+          const double* z = buf.z + (std::size_t(r0) + j) * K;
+#pragma unroll
+          for (int p = 0; p < K; ++p) value = fma(w[p], __ldcg(z + p), value);
+        }
+      }
+      mix[j * B + i] = value;
+    }
+  }
+  COVFLOW_PRODUCT_TRACE(J, 6);
+}
+
+// ---- L̃ = L·M on the tensor cores -------------------------------------------------------------------
+
+// Per tile (row block R, column block J), with carry(r) = Σ_{i right of tile J, i ≤ r} L(r, i) w_i:
+//   L̃_RJ = L_RJ·M_J + carry·Z_Jᵀ,   then carry += L_RJ·W_J,
+// the semiseparable sweep of apply_kernel written as three products (M_J from trsm_tc_kernel).
+// One block per (row block, segment of kSegmentTiles column blocks), tiles right to left. A stage
+// holds a tile of L, M_J, W_J and Z_J (rows past n zero), filled by cp.async while the previous
+// stage is multiplied. Warp (mg, nh): rows 16mg…, output columns 32nh… and carry columns 8nh…;
+// the carry goes through shared memory once per tile to become an A operand.
+constexpr int kTcStage = 2 * kTrsmBlock * kTcLd + 2 * kTrsmBlock * kTcRhsLd;  // doubles per stage
+
+constexpr std::size_t apply_tc_shared_bytes() { return sizeof(double) * (2 * kTcStage + kTrsmBlock * kTcRhsLd); }
+
+// Rows `first` … of a [row][16] array into [row][kTcRhsLd], zeros past row `limit`.
+__device__ inline void issue_rows(double* dst, const double* src, int first, int limit) {
+  for (int e = threadIdx.x; e < kTrsmBlock * 8; e += kTcThreads) {  // 8 pieces of 16 bytes per row
+    const int r = e / 8, piece = e % 8;
+    double* d = dst + r * kTcRhsLd + 2 * piece;
+    if (first + r < limit) {
+      copy_async_16(d, src + (std::size_t(first) + r) * 16 + 2 * piece);
+    } else {
+      d[0] = 0.0;
+      d[1] = 0.0;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kTcThreads, 1)
+    apply_tc_kernel(double* l_all, long long ldl, long long stride_l, int n, bool aligned, ProductWork<double> work,
+                    long long first_matrix, double tau_limit, int* info) {
+  constexpr int B = kTrsmBlock;
+  constexpr int K = 16;
+  extern __shared__ __align__(16) unsigned char smem[];
+  double* stages = reinterpret_cast<double*>(smem);
+  double* carry_s = stages + 2 * kTcStage;  // [row][kTcRhsLd]
+
+  const long long m = first_matrix + blockIdx.y;
+  ProductStatus& status = work.status[m];
+  if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit) ||
+      !(__longlong_as_double(static_cast<long long>(status.rho_bits)) <= kRhoLimitPerN * n))
+    return;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    info[m] = 0;
+    status.done = 1;
+  }
+  const ProductBuffers<double> buf = ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K);
+  double* L = l_all + m * stride_l;
+  const int segments = ProductBuffers<double>::segments(n);
+  const int row_block = ProductBuffers<double>::blocks(n) - 1 - static_cast<int>(blockIdx.x) / segments;
+  const int segment = static_cast<int>(blockIdx.x) % segments;
+  if (segment > row_block / kSegmentTiles) return;
+  const int r0 = row_block * B;
+  const int top = row_block < (segment + 1) * kSegmentTiles - 1 ? row_block : (segment + 1) * kSegmentTiles - 1;
+  const int bottom = segment * kSegmentTiles;
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int mg = warp % 4, nh = warp / 4, g = lane / 4, c = lane % 4;
+  // Stage b: the L tile, M_J (both column-major, ld kTcLd), W_J and Z_J ([row][kTcRhsLd]).
+  const auto l_tile = [&](int b) { return stages + b * kTcStage; };
+  const auto m_tile = [&](int b) { return stages + b * kTcStage + B * kTcLd; };
+  const auto w_rows = [&](int b) { return stages + b * kTcStage + 2 * B * kTcLd; };
+  const auto z_rows = [&](int b) { return stages + b * kTcStage + 2 * B * kTcLd + B * kTcRhsLd; };
+  const auto issue = [&](int J, int b) {
+    issue_tile(l_tile(b), L, ldl, r0, J * B, n, J == row_block, aligned);
+    const double* mix = buf.mix + std::size_t(J) * B * B;
+    double* dst = m_tile(b);
+    for (int e = t; e < B * B / 2; e += kTcThreads) {
+      const int col = e / (B / 2), r = (e % (B / 2)) * 2;
+      copy_async_16(dst + col * kTcLd + r, mix + col * B + r);
+    }
+    issue_rows(w_rows(b), buf.w, J * B, n);
+    issue_rows(z_rows(b), buf.z, J * B, n);
+    commit_async();
+  };
+
+  // The carry at the segment's right edge: the trsm's sums of the segments to the right.
+  double carry[2][2] = {};
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int row = 16 * mg + 8 * mt + g, p = 8 * nh + 2 * c + i;
+      for (int s = segment + 1; s <= row_block / kSegmentTiles; ++s)
+        carry[mt][i] += buf.partial[((std::size_t(row_block) * segments + s) * K + p) * B + row];
+    }
+
+  issue(top, 0);
+  for (int J = top, b = 0; J >= bottom; --J, b ^= 1) {
+    if (J > bottom) issue(J - 1, b ^ 1);
+    else commit_async();
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+      *reinterpret_cast<double2*>(carry_s + (16 * mg + 8 * mt + g) * kTcRhsLd + 8 * nh + 2 * c) =
+          double2{carry[mt][0], carry[mt][1]};
+    wait_async<1>();
+    __syncthreads();
+    const double* a_tile = l_tile(b);
+    const double* mix = m_tile(b) + (32 * nh + g) * kTcLd + c;
+    const double* w = w_rows(b) + c * kTcRhsLd + 8 * nh + g;
+    const double* z = z_rows(b) + (32 * nh + g) * kTcRhsLd + c;
+    double out[2][4][2] = {};
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) {
+      double a[2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) a[mt] = a_tile[(4 * ks + c) * kTcLd + 16 * mg + 8 * mt + g];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const double bm = mix[nt * 8 * kTcLd + 4 * ks];
+        dmma(out[0][nt], out[1][nt], a[0], a[1], bm);
+      }
+      const double bw = w[4 * ks * kTcRhsLd];
+      dmma(carry[0], carry[1], a[0], a[1], bw);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {  // + carry·Z_Jᵀ, the carry from before this tile
+      double a[2];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) a[mt] = carry_s[(16 * mg + 8 * mt + g) * kTcRhsLd + 4 * ks + c];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const double bz = z[nt * 8 * kTcRhsLd + 4 * ks];
+        dmma(out[0][nt], out[1][nt], a[0], a[1], bz);
+      }
+    }
+    // L̃ straight from the fragments: two columns of one row per lane; 8 rows of a column per store.
+    const bool diagonal = J == row_block;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const int row = 16 * mg + 8 * mt + g;
+      if (r0 + row >= n) continue;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int col = 32 * nh + 8 * nt + 2 * c + i;
+          if (J * B + col < n && (!diagonal || col <= row)) L[(r0 + row) + std::size_t(J * B + col) * ldl] = out[mt][nt][i];
+        }
+    }
+    __syncthreads();  // the stage and carry_s are refilled next
+  }
+  wait_async<0>();
+}
+
+}  // namespace
+}  // namespace covflow::linalg::detail
