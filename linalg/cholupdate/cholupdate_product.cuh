@@ -56,12 +56,6 @@
 #include "../common/async_copy.cuh"
 #include "../common/device_scalar.cuh"
 
-// A profiling hook: a timing harness defines it to timestamp stage `slot` of row block J in the
-// product kernels (how the chain's per-step costs in cholupdate_product_tc.cuh were measured).
-#ifndef COVFLOW_PRODUCT_TRACE
-#define COVFLOW_PRODUCT_TRACE(J, slot)
-#endif
-
 namespace covflow::linalg::detail {
 namespace {
 
@@ -264,7 +258,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   const int rows = n - r0 < B ? n - r0 : B;
   const int segments = ProductBuffers<D>::segments(n);
   bool bad = false;
-  COVFLOW_PRODUCT_TRACE(J, 0);
 
   // 1. L_JJ, row-major, padded with the identity; the diagonal checked as the rotations would.
   for (int e = t; e < B * B; e += kTrsmThreads) {
@@ -327,7 +320,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     rhs[e] = (i < rows && p < k) ? V[(r0 + i) + p * ldv] : zero;
   }
   __syncthreads();  // the buffer is free again
-  COVFLOW_PRODUCT_TRACE(J, 1);
 
   // 4. R = V_J − Σ_{I<J−1} L_JI W_I, tile by tile as the W_I are published. Thread (ra, quarter)
   //    sums a quarter of the tile's columns for every p; close() folds the quarters into R and into
@@ -400,7 +392,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     reopen(I);
     if (t == 0) wait_at_least(&status.progress, I + 1);
     __syncthreads();
-    if (I + 2 == J) COVFLOW_PRODUCT_TRACE(J, 7);
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(I) * B * K + e];
     __syncthreads();
     norms_of(w_tile);
@@ -408,7 +399,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     accumulate(current, w_tile);
   }
   close();
-  COVFLOW_PRODUCT_TRACE(J, 2);
 
   // 5. T = X·R, then the chain step W_J = T − Y·W_{J−1}.
   const int r = t % B, group = t / B;
@@ -425,14 +415,11 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
       for (int e = 0; e < PPT; ++e) out[e] = fma_(out[e], x, rhs[l * K + p0 + e]);
     }
   }
-  COVFLOW_PRODUCT_TRACE(J, 3);
   if (J > 0) {
     if (t == 0) wait_at_least(&status.progress, J);
     __syncthreads();
-    COVFLOW_PRODUCT_TRACE(J, 8);
     for (int e = t; e < B * K; e += kTrsmThreads) w_tile[e] = buf.w[std::size_t(J - 1) * B * K + e];
     __syncthreads();
-    COVFLOW_PRODUCT_TRACE(J, 4);
     if (lg == 0) {
       // The chain's own arithmetic: four independent sums over l, so no FMA waits on the last.
       D chains[4][PPT];
@@ -466,7 +453,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   // release store (a gpu-scope fence, then the store) makes them visible with it.
   __syncthreads();
   if (t == 0) release_store(&status.progress, J + 1);
-  COVFLOW_PRODUCT_TRACE(J, 5);
 
   // 6. P_J = W_Jᴴ W_J into ‖W‖²_F and into the prefix I + Σ_{I≤J} P_I, after block J−1's.
   D gram = zero;
@@ -524,7 +510,6 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     atomicMax(&status.rho_bits, static_cast<unsigned long long>(__double_as_longlong(rho != rho ? HUGE_VAL : rho)));
   }
   if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
-  COVFLOW_PRODUCT_TRACE(J, 6);
 }
 
 // ---- column parameters m_j, z_j ------------------------------------------------------------------
@@ -623,6 +608,37 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
 
 // ---- L̃ = L·M --------------------------------------------------------------------------------------
 
+// The guard of both apply kernels, uniform over the matrix (its inputs were written by the previous
+// kernels): true when the product form commits, the first block then writing info = 0 and
+// marking the matrix done for the rotation pipeline.
+__device__ inline bool product_commits(ProductStatus& status, int n, double tau_limit, int* info, long long m) {
+  if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit) ||
+      !(__longlong_as_double(static_cast<long long>(status.rho_bits)) <= kRhoLimitPerN * n))
+    return false;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    info[m] = 0;
+    status.done = 1;
+  }
+  return true;
+}
+
+// The tiles one apply block sweeps: blockIdx.x is (row block, longest first) × segment, and the
+// block takes column blocks top … bottom of its row block's segment (none when `empty`).
+struct ApplyTiles {
+  int row_block, segment, top, bottom;
+  bool empty;
+};
+__device__ inline ApplyTiles apply_tiles(int blocks, int segments) {
+  ApplyTiles a;
+  a.row_block = blocks - 1 - static_cast<int>(blockIdx.x) / segments;
+  a.segment = static_cast<int>(blockIdx.x) % segments;
+  a.empty = a.segment > a.row_block / kSegmentTiles;
+  const int last = (a.segment + 1) * kSegmentTiles - 1;
+  a.top = a.row_block < last ? a.row_block : last;
+  a.bottom = a.segment * kSegmentTiles;
+  return a;
+}
+
 // Four threads per row of a tile, splitting either the tile's 64 columns (each thread carries all
 // k entries of S_j(r) through 16 columns, after a suffix exchange of the quarters' sums through
 // shared memory; the quarters are in different warps, so a warp's 32 rows read and write 32
@@ -664,23 +680,14 @@ __global__ void __launch_bounds__(kApplyThreads)
 
   const long long m = first_matrix + blockIdx.y;
   ProductStatus& status = work.status[m];
-  // The guard: uniform over the matrix (its inputs were written by the previous kernels).
-  if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit) ||
-      !(__longlong_as_double(static_cast<long long>(status.rho_bits)) <= kRhoLimitPerN * n))
-    return;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    info[m] = 0;
-    status.done = 1;
-  }
+  if (!product_commits(status, n, tau_limit, info, m)) return;
   const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
   D* L = l_all + m * stride_l;
   const int segments = ProductBuffers<D>::segments(n);
-  const int row_block = ProductBuffers<D>::blocks(n) - 1 - static_cast<int>(blockIdx.x) / segments;  // longest first
-  const int segment = static_cast<int>(blockIdx.x) % segments;
-  if (segment > row_block / kSegmentTiles) return;
+  const ApplyTiles tiles = apply_tiles(ProductBuffers<D>::blocks(n), segments);
+  if (tiles.empty) return;
+  const int row_block = tiles.row_block, segment = tiles.segment, top = tiles.top, bottom = tiles.bottom;
   const int r0 = row_block * B;
-  const int top = row_block < (segment + 1) * kSegmentTiles - 1 ? row_block : (segment + 1) * kSegmentTiles - 1;
-  const int bottom = segment * kSegmentTiles;
 
   struct Stage {
     D* tile;  // column-major, 64 × 64

@@ -200,7 +200,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   const int rows = n - r0 < B ? n - r0 : B;
   const int segments = ProductBuffers<D>::segments(n);
   bool bad = false;
-  COVFLOW_PRODUCT_TRACE(J, 0);
 
   // 1. L_JJ (lower, zeros outside) into zs, L_{J,J−1} and L_{J,J−2} into the tile buffers.
   issue_tile(zs, L, ldl, r0, r0, n, true, aligned);
@@ -252,7 +251,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     for (int s4 = 0; s4 < 16; ++s4) xs[j * kTcLd + 4 * s4 + q] = x[s4];
   }
   __syncthreads();
-  COVFLOW_PRODUCT_TRACE(J, 10);
 
   // 3. −Y = −X·L_{J,J−1} into registers (the chain's A fragments), then −Z = −X·L_{J,J−2} into zs.
   double ya[2][16];
@@ -269,7 +267,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     form_product(zs, xs, tile(1), -1.0, warp, lane);
   }
   __syncthreads();  // the tile buffers are free
-  COVFLOW_PRODUCT_TRACE(J, 1);
 
   // 4. R = V_J − Σ_{I≤J−3} L_JI W_I as the W_I are published, one tile ahead by cp.async. Warp
   //    (mg, half) sums columns 32·half… of each tile into acc; flush() folds the halves into R and
@@ -365,7 +362,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   }
   wait_async<0>();
   flush();
-  COVFLOW_PRODUCT_TRACE(J, 2);
 
   // 5. T = X·R, in the chain's layout: warp (mg, half) owns rows 16mg…, columns 8·half… of W_J.
   //    Two independent sums (even and odd k-steps), added at the end.
@@ -375,7 +371,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     const double* x = xs + (4 * ks + c) * kTcLd + 16 * mg + g;
     dmma(tc[ks & 1][0], tc[ks & 1][1], x[0], x[8], b);
   }
-  COVFLOW_PRODUCT_TRACE(J, 3);
   const auto load_w = [&](int I, double (&b)[16]) {  // B fragments of W_I: rows 4ks + c, column 8·half + g
     const double* w = buf.w + std::size_t(I) * B * K + 8 * half + g;
 #pragma unroll
@@ -383,7 +378,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   };
   if (J >= 2) {  // T −= Z·W_{J−2}
     warp_wait(&status.progress, kWarps * (J - 1), lane);
-    COVFLOW_PRODUCT_TRACE(J, 7);
     double b[16];
     load_w(J - 2, b);
 #pragma unroll
@@ -394,7 +388,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   }
   if (J >= 1) {  // the chain step: W_J = T − Y·W_{J−1}
     warp_wait(&status.progress, kWarps * J, lane);
-    COVFLOW_PRODUCT_TRACE(J, 8);
     double b[16];
     load_w(J - 1, b);
 #pragma unroll
@@ -415,7 +408,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     ::cuda::atomic_ref<int, ::cuda::thread_scope_device> progress(status.progress);
     progress.fetch_add(1, ::cuda::memory_order_release);
   }
-  COVFLOW_PRODUCT_TRACE(J, 5);
   // The tiles step 7 needs (J−2, J−1 and the diagonal), loading during the gram step. (Issued
   // before the chain step instead, they delayed the accumulation the chain waits on.)
   for (int I = J - 2 > 0 ? J - 2 : 0; I <= J; ++I) issue_tile(tile(I - J + 2), L, ldl, r0, I * B, n, I == J, aligned);
@@ -436,7 +428,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     __syncthreads();
     if (t == 0) release_store(&status.gram_progress, J + 1);
   }
-  COVFLOW_PRODUCT_TRACE(J, 4);
 
   // 7. The apply's segment sums and ρ's row sums, completed with tiles J−2, J−1 and the diagonal
   //    tile J (its lower triangle; W_J is in the workspace, visible to this block after the barrier).
@@ -447,7 +438,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     accumulate(tile(I - J + 2), I);
   }
   flush();
-  COVFLOW_PRODUCT_TRACE(J, 11);
 
   // 8. ρ over this block's rows: s(r) / (‖L(r, :)‖² + ‖v_r‖²)^½.
 #pragma unroll
@@ -470,7 +460,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     atomicMax(&status.rho_bits, static_cast<unsigned long long>(__double_as_longlong(rho != rho ? HUGE_VAL : rho)));
   }
 
-  COVFLOW_PRODUCT_TRACE(J, 12);
   // 9. m_j and z_j of this block's columns, two per warp (column_parameters_16; prefix J was
   //    published before the wait in step 6 returned). The tile buffer holds the transposes.
   {
@@ -482,7 +471,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
         bad = true;
     }
   }
-  COVFLOW_PRODUCT_TRACE(J, 9);
 
   // 10. M_J = diag(m) + strict lower part of W_J Z_Jᵀ for apply_tc_kernel (zero outside the matrix).
   //     The z_j and m_j of the block's columns were written by its warps: visible after the barrier.
@@ -507,7 +495,6 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
       mix[j * B + i] = value;
     }
   }
-  COVFLOW_PRODUCT_TRACE(J, 6);
 }
 
 // ---- L̃ = L·M on the tensor cores -------------------------------------------------------------------
@@ -548,22 +535,14 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 
   const long long m = first_matrix + blockIdx.y;
   ProductStatus& status = work.status[m];
-  if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit) ||
-      !(__longlong_as_double(static_cast<long long>(status.rho_bits)) <= kRhoLimitPerN * n))
-    return;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    info[m] = 0;
-    status.done = 1;
-  }
+  if (!product_commits(status, n, tau_limit, info, m)) return;
   const ProductBuffers<double> buf = ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K);
   double* L = l_all + m * stride_l;
   const int segments = ProductBuffers<double>::segments(n);
-  const int row_block = ProductBuffers<double>::blocks(n) - 1 - static_cast<int>(blockIdx.x) / segments;
-  const int segment = static_cast<int>(blockIdx.x) % segments;
-  if (segment > row_block / kSegmentTiles) return;
+  const ApplyTiles tiles = apply_tiles(ProductBuffers<double>::blocks(n), segments);
+  if (tiles.empty) return;
+  const int row_block = tiles.row_block, segment = tiles.segment, top = tiles.top, bottom = tiles.bottom;
   const int r0 = row_block * B;
-  const int top = row_block < (segment + 1) * kSegmentTiles - 1 ? row_block : (segment + 1) * kSegmentTiles - 1;
-  const int bottom = segment * kSegmentTiles;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int mg = warp % 4, nh = warp / 4, g = lane / 4, c = lane % 4;
   // Stage b: the L tile, M_J (both column-major, ld kTcLd), W_J and Z_J ([row][kTcRhsLd]).
