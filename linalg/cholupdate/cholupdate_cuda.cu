@@ -665,7 +665,7 @@ void launch_tensor_cores(D* L, long long ldl, long long stride_l, const D* V, lo
                          int* info, cudaStream_t stream) {
   if constexpr (std::is_same_v<D, double> && K == 16) {
     const unsigned row_blocks = static_cast<unsigned>(ProductBuffers<D>::blocks(n));
-    trsm_tc_kernel<K><<<dim3(row_blocks, matrices), kTcThreads, tc_shared_bytes(), stream>>>(
+    trsm_tc_kernel<K><<<dim3(row_blocks + kColumnWorkers, matrices), kTcThreads, tc_shared_bytes(), stream>>>(
         L, ldl, stride_l, V, ldv, stride_v, n, k, aligned, work, first);
     COVFLOW_CHECK_LAUNCH();
     apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n)), matrices), kTcThreads,

@@ -74,6 +74,7 @@ struct ProductStatus {
   int done;           // apply_kernel committed L̃ (and wrote info = 0): the rotation pipeline skips it
   double norm2;       // ‖W‖²_F, summed over row blocks
   unsigned long long rho_bits;  // ρ = max_r s(r)/‖L̃(r, :)‖ (a non-negative double's bits: they order as it does)
+  int column_ticket;  // tensor-core path: next item of the column workers (cholupdate_product_tc.cuh)
 };
 
 // The guard on ρ. Both sources of error in L̃(r, :) — the triangular solve's backward error in W

@@ -1,5 +1,5 @@
 // Internal to cholupdate_cuda.cu: the product path's W = L⁻¹V for real double with k ≤ 16 on the
-// FP64 tensor cores (mma.sync m8n8k4 .f64), with the column parameters m_j, z_j folded in.
+// FP64 tensor cores (mma.sync m16n8k4 .f64), with the column parameters m_j, z_j folded in.
 //
 // Same mathematics and workspace as trsm_kernel + column_kernel (cholupdate_product.cuh): row
 // blocks J of 64 rows taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain
@@ -17,7 +17,9 @@
 //     barrier sits between the product and the counter.
 // Off the chain: the segment sums of L_RJ W_J for the apply kernel and the ρ guard's row sums
 // (from the same fragments), the gram prefix, and then the block's own 64 columns' m_j, z_j
-// (column_parameters), which saves the separate column kernel (70 µs at n = 5000).
+// (column_parameters), which saves the separate column kernel (70 µs at n = 5000), and M_J. The
+// last kHandOff row blocks leave their columns and M_J to column workers, extra blocks of the same
+// grid (column_worker), so that the end of the chain does not wait on four rounds of columns.
 //
 // Fragments of mma.m16n8k4 with .f64 (PTX ISA, "Matrix Fragments for mma.m16n8k4"): g = lane/4,
 // c = lane%4; A (16×4): A(g, c), A(g+8, c); B (4×8): B(c, g); C/D (16×8): C(g, 2c), C(g, 2c+1),
@@ -34,6 +36,13 @@ namespace {
 constexpr int kTcLd = 68;      // column stride of a 64×64 tile in shared memory: conflict-free fragments
 constexpr int kTcRhsLd = 20;   // row stride of R (64×16) in shared memory
 constexpr int kTcThreads = 256;
+// The last kHandOff row blocks leave their column parameters and M_J to kColumnWorkers extra blocks
+// of the same grid, each taking a quarter of a row block (16 columns: one round of its 16
+// half-warps) at a time. Done by the row block itself (64 columns, four rounds) this was 34 µs after
+// the last W was published, on the critical path of the solve; earlier row blocks' columns finish
+// while the chain still runs.
+constexpr int kHandOff = 16;
+constexpr int kColumnWorkers = 32;
 
 constexpr std::size_t tc_shared_bytes() {
   return sizeof(double) * (5 * kTrsmBlock * kTcLd + kTrsmBlock * 16 + kTrsmBlock * kTcRhsLd + kTrsmBlock * 16 + 2 * kTrsmBlock);
@@ -165,6 +174,78 @@ __device__ inline bool column_parameters_16(int j, int c, bool store, const doub
   return store && bad;
 }
 
+// Columns first, first + stride, … of M_J = diag(m) + strict lower part of W_J Z_Jᵀ for
+// apply_tc_kernel (zero outside the matrix), from W_J in shared memory ([row][16]) and those
+// columns' z_j, m_j in the workspace (visible to the caller), staged through `stage` (64·17 doubles:
+// read from the cache once, not once per row). Called by the whole block.
+__device__ inline void form_mix(const ProductBuffers<double>& buf, int J, int rows, const double* w_own, double* stage,
+                                int first, int stride) {
+  constexpr int B = kTrsmBlock, K = 16;
+  const int t = threadIdx.x, r0 = J * B, count = B / stride;
+  double* z_s = stage;           // [s][16] for column first + stride·s
+  double* m_s = stage + B * K;  // [s]
+  for (int e = t; e < count * K; e += kTcThreads) {
+    const int col = first + stride * (e / K);
+    z_s[e] = col < rows ? __ldcg(buf.z + (std::size_t(r0) + col) * K + e % K) : 0.0;
+  }
+  if (t < count) m_s[t] = first + stride * t < rows ? __ldcg(buf.m + r0 + first + stride * t) : 0.0;
+  __syncthreads();
+  double* mix = buf.mix + std::size_t(J) * B * B;
+  const int i = t % B;  // row; consecutive threads, consecutive rows
+  double w[K];
+#pragma unroll
+  for (int p = 0; p < K; ++p) w[p] = w_own[i * K + p];
+  for (int sc = t / B; sc < count; sc += kTcThreads / B) {  // a warp's lanes share sc: z_s reads are broadcasts
+    const int j = first + stride * sc;
+    double value = 0.0;
+    if (i < rows && j < rows) {
+      if (i == j) {
+        value = m_s[sc];
+      } else if (i > j) {
+#pragma unroll
+        for (int p = 0; p < K; ++p) value = fma(w[p], z_s[sc * K + p], value);
+      }
+    }
+    mix[j * B + i] = value;
+  }
+}
+
+// A column worker (trsm_tc_kernel's blocks past the row blocks): items are (row block J ≥
+// handed_off, quarter q) in order; for each, once W_J and the prefix I + Σ_{I<J} W_Iᵀ W_I are
+// published, columns q, q + 4, …, q + 60 of block J (one per half-warp: each quarter gets a like
+// share of the longer prefix sums) and then those columns of M_J. Workers wait only on row blocks
+// (earlier tickets), never the reverse.
+__device__ inline void column_worker(ProductStatus& status, const ProductBuffers<double>& buf, int n, int handed_off,
+                                     double* w_block, double* prefix, double* transposes) {
+  constexpr int B = kTrsmBlock, K = 16, kWarps = kTcThreads / 32;
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int blocks = ProductBuffers<double>::blocks(n);
+  const int items = 4 * (blocks - handed_off);
+  __shared__ int item_s;
+  for (;;) {
+    if (t == 0) item_s = atomicAdd(&status.column_ticket, 1);
+    __syncthreads();
+    const int item = item_s;
+    if (item >= items) return;
+    const int J = handed_off + item / 4, q = item % 4;
+    const int r0 = J * B, rows = n - r0 < B ? n - r0 : B;
+    if (t == 0) {
+      wait_at_least(&status.progress, kWarps * (J + 1));  // W_J
+      if (J > 0) wait_at_least(&status.gram_progress, J);  // prefix J (written by block J − 1)
+    }
+    __syncthreads();
+    for (int e = t; e < B * K; e += kTcThreads) w_block[e] = e / K < rows ? __ldcg(buf.w + std::size_t(r0) * K + e) : 0.0;
+    prefix[t] = J > 0 ? __ldcg(buf.prefix + std::size_t(J) * K * K + t) : (t / K == t % K ? 1.0 : 0.0);
+    __syncthreads();
+    const int cl = 4 * (2 * warp + lane / 16) + q;  // this half-warp's column (0 < rows: a stand-in)
+    double* transpose = transposes + warp * 2 * 16 * 17 + (lane / 16) * 16 * 17;
+    const bool bad = column_parameters_16(r0 + cl, cl < rows ? cl : 0, cl < rows, prefix, w_block, transpose, buf, lane % 16);
+    if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
+    form_mix(buf, J, rows, w_block, transposes, q, 4);  // the z_j and m_j of this block's stores above
+    __syncthreads();  // w_block, prefix, the stage and item_s are refilled next
+  }
+}
+
 template <int K>
 __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all, long long ldl, long long stride_l,
                                                              const double* v_all, long long ldv, long long stride_v,
@@ -195,6 +276,12 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
 
   if (t == 0) taken = atomicAdd(&status.ticket, 1);
   __syncthreads();
+  const int blocks = ProductBuffers<D>::blocks(n);
+  const int handed_off = blocks > kHandOff ? blocks - kHandOff : 0;  // the first row block left to the workers
+  if (taken >= blocks) {
+    column_worker(status, buf, n, handed_off, w_own, scratch, tile(0));
+    return;
+  }
   const int J = taken;
   const int r0 = J * B;
   const int rows = n - r0 < B ? n - r0 : B;
@@ -461,40 +548,22 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   }
 
   // 9. m_j and z_j of this block's columns, two per warp (column_parameters_16; prefix J was
-  //    published before the wait in step 6 returned). The tile buffer holds the transposes.
+  //    published before the wait in step 6 returned), except in the last kHandOff row blocks: there
+  //    the column workers take them. The tile buffer holds the transposes.
   {
     double* transpose = tile(0) + warp * 2 * 16 * 17 + (lane / 16) * 16 * 17;
     const double* prefix = buf.prefix + std::size_t(J) * K * K;
-    for (int c0 = 2 * warp; c0 < rows; c0 += 2 * kWarps) {
+    for (int c0 = 2 * warp; J < handed_off && c0 < rows; c0 += 2 * kWarps) {
       const int cl = c0 + lane / 16;
       if (column_parameters_16(r0 + cl, cl < rows ? cl : c0, cl < rows, prefix, w_own, transpose, buf, lane % 16))
         bad = true;
     }
   }
 
-  // 10. M_J = diag(m) + strict lower part of W_J Z_Jᵀ for apply_tc_kernel (zero outside the matrix).
-  //     The z_j and m_j of the block's columns were written by its warps: visible after the barrier.
+  // 10. M_J for apply_tc_kernel, unless the column workers make it. The z_j and m_j of the block's
+  //     columns were written by its warps: visible after the barrier.
   if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
-  {
-    double* mix = buf.mix + std::size_t(J) * B * B;
-    const int i = t % B;  // row; consecutive threads, consecutive rows
-    double w[K];
-#pragma unroll
-    for (int p = 0; p < K; ++p) w[p] = w_own[i * K + p];
-    for (int j = t / B; j < B; j += kTcThreads / B) {
-      double value = 0.0;
-      if (i < rows && j < rows) {
-        if (i == j) {
-          value = __ldcg(buf.m + r0 + j);
-        } else if (i > j) {
-          const double* z = buf.z + (std::size_t(r0) + j) * K;
-#pragma unroll
-          for (int p = 0; p < K; ++p) value = fma(w[p], __ldcg(z + p), value);
-        }
-      }
-      mix[j * B + i] = value;
-    }
-  }
+  if (J < handed_off) form_mix(buf, J, rows, w_own, tile(0), 0, 1);
 }
 
 // ---- L̃ = L·M on the tensor cores -------------------------------------------------------------------
