@@ -293,18 +293,17 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   if (J >= 1) issue_tile(tile(0), L, ldl, r0, r0 - B, n, false, aligned);
   if (J >= 2) issue_tile(tile(1), L, ldl, r0, r0 - 2 * B, n, false, aligned);
   commit_async();
-  for (int e = t; e < B * kTcRhsLd; e += kTcThreads) {
-    const int i = e / kTcRhsLd, p = e % kTcRhsLd;
-    rhs[e] = (i < rows && p < k) ? V[(r0 + i) + p * ldv] : 0.0;
-  }
-  if (t < B) {
-    double sum = 0.0;
-    for (int p = 0; p < k && t < rows; ++p) sum = fma(V[(r0 + t) + p * ldv], V[(r0 + t) + p * ldv], sum);
-    v_norm2[t] = sum;
+  for (int e = t; e < B * kTcRhsLd; e += kTcThreads) {  // consecutive threads, consecutive rows of a column of V
+    const int i = e % B, p = e / B;
+    rhs[i * kTcRhsLd + p] = (i < rows && p < k) ? V[(r0 + i) + p * ldv] : 0.0;
   }
   wait_async<0>();
   __syncthreads();
   if (t < B) {
+    double sum = 0.0;
+#pragma unroll
+    for (int p = 0; p < K; ++p) sum = fma(rhs[t * kTcRhsLd + p], rhs[t * kTcRhsLd + p], sum);
+    v_norm2[t] = sum;
     if (t < rows) {
       const D d = zs[t * kTcLd + t];
       if (!(isfinite(d) && d > 0.0)) bad = true;
@@ -316,28 +315,73 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   }
   __syncthreads();
 
-  // 2. X = L_JJ⁻¹, right-looking: thread (column j, q) keeps rows i ≡ q (mod 4) of column j in
-  //    registers; once X(l, j) is known (rows l ≤ l… done) it is shuffled to the column's four
-  //    threads, which subtract L(i, l)·X(l, j) from their rows below l. The chain per row is a
-  //    multiply, a shuffle and a multiply-add (the row-by-row dot products took 28 µs).
+  // 2. X = L_JJ⁻¹ by 16×16 blocks. (a) The four diagonal blocks D_a = L_aa⁻¹ at once, right-looking:
+  //    thread (block a, column j, q) keeps rows i ≡ q (mod 4) of column j of D_a in registers; once
+  //    X(l, j) is known it is shuffled to the column's four threads, which subtract L(i, l)·X(l, j)
+  //    from their rows below l. (b) Below them, block row by block row on the tensor cores:
+  //    X_ab = −D_a·Σ_{c=b}^{a−1} L_ac X_cb (the blocks of X_cb are from earlier rows). The 64-step
+  //    right-looking loop over the whole tile took 10 µs at the start of every row block (one
+  //    shared-memory load per multiply-add); the row-by-row dot products before it, 28 µs.
   {
-    const int j = t >> 2, q = t & 3;
-    double x[16];
+    const int a = t / 64, j = (t % 64) >> 2, q = t & 3, o = 16 * a;
+    double x[4];
 #pragma unroll
-    for (int s4 = 0; s4 < 16; ++s4) x[s4] = 4 * s4 + q == j ? 1.0 : 0.0;
+    for (int s4 = 0; s4 < 4; ++s4) x[s4] = 4 * s4 + q == j ? 1.0 : 0.0;
 #pragma unroll
-    for (int l = 0; l < B; ++l) {
-      double xl = x[l / 4] * reciprocal[l];  // X(l, j) on thread q = l % 4 (zero for l < j)
+    for (int l = 0; l < 16; ++l) {
+      double xl = x[l / 4] * reciprocal[o + l];  // X(l, j) on thread q = l % 4 (zero for l < j)
       xl = __shfl_sync(0xffffffffu, xl, (lane & ~3) | (l % 4));
       if (q == l % 4) x[l / 4] = xl;
 #pragma unroll
-      for (int s4 = l / 4; s4 < 16; ++s4)
-        if (4 * s4 + q > l) x[s4] = fma(-zs[l * kTcLd + 4 * s4 + q], xl, x[s4]);
+      for (int s4 = l / 4; s4 < 4; ++s4)
+        if (4 * s4 + q > l) x[s4] = fma(-zs[(o + l) * kTcLd + o + 4 * s4 + q], xl, x[s4]);
     }
 #pragma unroll
-    for (int s4 = 0; s4 < 16; ++s4) xs[j * kTcLd + 4 * s4 + q] = x[s4];
+    for (int s4 = 0; s4 < 4; ++s4) xs[(o + j) * kTcLd + o + 4 * s4 + q] = x[s4];
+    for (int e = t; e < 6 * 256; e += kTcThreads) {  // the blocks above the diagonal are zero
+      const int block = e / 256, r = (e % 256) / 16, col = e % 16;
+      const int above = block < 3 ? 0 : block < 5 ? 1 : 2, right = block < 3 ? 1 + block : block < 5 ? block - 1 : 3;
+      xs[(16 * right + col) * kTcLd + 16 * above + r] = 0.0;
+    }
   }
   __syncthreads();
+  static_assert(3 * 16 * kTcRhsLd <= kTrsmBlock * 16, "three warps' S fit in scratch");
+  for (int a = 1; a < 4; ++a) {
+    if (warp < a) {  // warp b makes X_ab
+      const int b = warp;
+      double* s_w = scratch + warp * 16 * kTcRhsLd;  // S = Σ L_ac X_cb, [row][kTcRhsLd]
+      double acc[2][2][2] = {};                      // [column half nt][row half mt][i]
+      for (int cb = b; cb < a; ++cb)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const double* l_col = zs + (16 * cb + 4 * ks + c) * kTcLd + 16 * a + g;  // L(16a + g…, 16cb + 4ks + c)
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+            dmma(acc[nt][0], acc[nt][1], l_col[0], l_col[8], xs[(16 * b + 8 * nt + g) * kTcLd + 16 * cb + 4 * ks + c]);
+        }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) s_w[(8 * mt + g) * kTcRhsLd + 8 * nt + 2 * c + i] = acc[nt][mt][i];
+      __syncwarp();
+      double out[2][2][2] = {};
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const double* d_col = xs + (16 * a + 4 * ks + c) * kTcLd + 16 * a + g;  // D_a(g…, 4ks + c)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) dmma(out[nt][0], out[nt][1], d_col[0], d_col[8], s_w[(4 * ks + c) * kTcRhsLd + 8 * nt + g]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) xs[(16 * b + 8 * nt + 2 * c + i) * kTcLd + 16 * a + 8 * mt + g] = -out[nt][mt][i];
+    }
+    __syncthreads();
+  }
 
   // 3. −Y = −X·L_{J,J−1} into registers (the chain's A fragments), then −Z = −X·L_{J,J−2} into zs.
   double ya[2][16];
