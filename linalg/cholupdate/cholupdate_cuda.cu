@@ -668,7 +668,7 @@ void launch_tensor_cores(D* L, long long ldl, long long stride_l, const D* V, lo
     trsm_tc_kernel<K><<<dim3(row_blocks + kColumnWorkers, matrices), kTcThreads, tc_shared_bytes(), stream>>>(
         L, ldl, stride_l, V, ldv, stride_v, n, k, aligned, work, first);
     COVFLOW_CHECK_LAUNCH();
-    apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n)), matrices), kTcThreads,
+    apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n)), matrices), kApplyTcThreads,
                       apply_tc_shared_bytes(), stream>>>(L, ldl, stride_l, n, aligned, work, first, tau_limit, info);
     COVFLOW_CHECK_LAUNCH();
   } else {

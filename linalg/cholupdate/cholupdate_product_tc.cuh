@@ -61,7 +61,7 @@ __device__ inline void dmma(double (&d0)[2], double (&d1)[2], double a0, double 
 // rows are inside, zeros outside the matrix and, when `lower`, above the diagonal (c > r).
 __device__ inline void issue_tile(double* dst, const double* L, long long ldl, int r0, int c0, int n, bool lower,
                                   bool aligned) {
-  for (int e = threadIdx.x; e < kTrsmBlock * kTrsmBlock / 2; e += kTcThreads) {
+  for (int e = threadIdx.x; e < kTrsmBlock * kTrsmBlock / 2; e += blockDim.x) {
     const int c = e / (kTrsmBlock / 2), r = (e % (kTrsmBlock / 2)) * 2;
     double* d = dst + c * kTcLd + r;
     const double* src = L + (r0 + r) + static_cast<long long>(c0 + c) * ldl;
@@ -617,15 +617,18 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
 // the semiseparable sweep of apply_kernel written as three products (M_J from trsm_tc_kernel).
 // One block per (row block, segment of kSegmentTiles column blocks), tiles right to left. A stage
 // holds a tile of L, M_J, W_J and Z_J (rows past n zero), filled by cp.async while the previous
-// stage is multiplied. Warp (mg, nh): rows 16mg…, output columns 32nh… and carry columns 8nh…;
-// the carry goes through shared memory once per tile to become an A operand.
+// stage is multiplied. 16 warps: warp (mg, nq) makes rows 16mg…, output columns 16nq…, and warps
+// nq = 0, 1 carry columns 8nq… of the carry; it goes through shared memory once per tile to become
+// an A operand. (With 8 warps, each making 32 output columns, the apply was 5% slower: a tile's
+// products are latency-bound with two warps per scheduler.)
+constexpr int kApplyTcThreads = 512;
 constexpr int kTcStage = 2 * kTrsmBlock * kTcLd + 2 * kTrsmBlock * kTcRhsLd;  // doubles per stage
 
 constexpr std::size_t apply_tc_shared_bytes() { return sizeof(double) * (2 * kTcStage + kTrsmBlock * kTcRhsLd); }
 
 // Rows `first` … of a [row][16] array into [row][kTcRhsLd], zeros past row `limit`.
 __device__ inline void issue_rows(double* dst, const double* src, int first, int limit) {
-  for (int e = threadIdx.x; e < kTrsmBlock * 8; e += kTcThreads) {  // 8 pieces of 16 bytes per row
+  for (int e = threadIdx.x; e < kTrsmBlock * 8; e += blockDim.x) {  // 8 pieces of 16 bytes per row
     const int r = e / 8, piece = e % 8;
     double* d = dst + r * kTcRhsLd + 2 * piece;
     if (first + r < limit) {
@@ -637,7 +640,7 @@ __device__ inline void issue_rows(double* dst, const double* src, int first, int
   }
 }
 
-__global__ void __launch_bounds__(kTcThreads, 1)
+__global__ void __launch_bounds__(kApplyTcThreads, 1)
     apply_tc_kernel(double* l_all, long long ldl, long long stride_l, int n, bool aligned, ProductWork<double> work,
                     long long first_matrix, double tau_limit, int* info) {
   constexpr int B = kTrsmBlock;
@@ -657,7 +660,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   const int row_block = tiles.row_block, segment = tiles.segment, top = tiles.top, bottom = tiles.bottom;
   const int r0 = row_block * B;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  const int mg = warp % 4, nh = warp / 4, g = lane / 4, c = lane % 4;
+  const int mg = warp % 4, nq = warp / 4, g = lane / 4, c = lane % 4;
+  const bool carries = nq < 2;  // warps nq = 0, 1 carry columns 8nq … of S
   // Stage b: the L tile, M_J (both column-major, ld kTcLd), W_J and Z_J ([row][kTcRhsLd]).
   const auto l_tile = [&](int b) { return stages + b * kTcStage; };
   const auto m_tile = [&](int b) { return stages + b * kTcStage + B * kTcLd; };
@@ -667,7 +671,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
     issue_tile(l_tile(b), L, ldl, r0, J * B, n, J == row_block, aligned);
     const double* mix = buf.mix + std::size_t(J) * B * B;
     double* dst = m_tile(b);
-    for (int e = t; e < B * B / 2; e += kTcThreads) {
+    for (int e = t; e < B * B / 2; e += kApplyTcThreads) {
       const int col = e / (B / 2), r = (e % (B / 2)) * 2;
       copy_async_16(dst + col * kTcLd + r, mix + col * B + r);
     }
@@ -682,8 +686,8 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const int row = 16 * mg + 8 * mt + g, p = 8 * nh + 2 * c + i;
-      for (int s = segment + 1; s <= row_block / kSegmentTiles; ++s)
+      const int row = 16 * mg + 8 * mt + g, p = 8 * nq + 2 * c + i;
+      for (int s = segment + 1; carries && s <= row_block / kSegmentTiles; ++s)
         carry[mt][i] += buf.partial[((std::size_t(row_block) * segments + s) * K + p) * B + row];
     }
 
@@ -691,29 +695,29 @@ __global__ void __launch_bounds__(kTcThreads, 1)
   for (int J = top, b = 0; J >= bottom; --J, b ^= 1) {
     if (J > bottom) issue(J - 1, b ^ 1);
     else commit_async();
+    if (carries)
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-      *reinterpret_cast<double2*>(carry_s + (16 * mg + 8 * mt + g) * kTcRhsLd + 8 * nh + 2 * c) =
-          double2{carry[mt][0], carry[mt][1]};
+      for (int mt = 0; mt < 2; ++mt)
+        *reinterpret_cast<double2*>(carry_s + (16 * mg + 8 * mt + g) * kTcRhsLd + 8 * nq + 2 * c) =
+            double2{carry[mt][0], carry[mt][1]};
     wait_async<1>();
     __syncthreads();
     const double* a_tile = l_tile(b);
-    const double* mix = m_tile(b) + (32 * nh + g) * kTcLd + c;
-    const double* w = w_rows(b) + c * kTcRhsLd + 8 * nh + g;
-    const double* z = z_rows(b) + (32 * nh + g) * kTcRhsLd + c;
-    double out[2][4][2] = {};
+    const double* mix = m_tile(b) + (16 * nq + g) * kTcLd + c;
+    const double* w = w_rows(b) + c * kTcRhsLd + 8 * (nq & 1) + g;
+    const double* z = z_rows(b) + (16 * nq + g) * kTcRhsLd + c;
+    double out[2][2][2] = {};
 #pragma unroll
     for (int ks = 0; ks < 16; ++ks) {
       double a[2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) a[mt] = a_tile[(4 * ks + c) * kTcLd + 16 * mg + 8 * mt + g];
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
         const double bm = mix[nt * 8 * kTcLd + 4 * ks];
         dmma(out[0][nt], out[1][nt], a[0], a[1], bm);
       }
-      const double bw = w[4 * ks * kTcRhsLd];
-      dmma(carry[0], carry[1], a[0], a[1], bw);
+      if (carries) dmma(carry[0], carry[1], a[0], a[1], w[4 * ks * kTcRhsLd]);
     }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // + carry·Z_Jᵀ, the carry from before this tile
@@ -721,7 +725,7 @@ __global__ void __launch_bounds__(kTcThreads, 1)
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) a[mt] = carry_s[(16 * mg + 8 * mt + g) * kTcRhsLd + 4 * ks + c];
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
         const double bz = z[nt * 8 * kTcRhsLd + 4 * ks];
         dmma(out[0][nt], out[1][nt], a[0], a[1], bz);
       }
@@ -733,10 +737,10 @@ __global__ void __launch_bounds__(kTcThreads, 1)
       const int row = 16 * mg + 8 * mt + g;
       if (r0 + row >= n) continue;
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const int col = 32 * nh + 8 * nt + 2 * c + i;
+          const int col = 16 * nq + 8 * nt + 2 * c + i;
           if (J * B + col < n && (!diagonal || col <= row)) L[(r0 + row) + std::size_t(J * B + col) * ldl] = out[mt][nt][i];
         }
     }
