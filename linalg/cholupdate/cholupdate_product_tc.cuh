@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   double* xs = reinterpret_cast<double*>(smem);  // X = L_JJ⁻¹ (column-major, ld kTcLd)
   double* zs = xs + B * kTcLd;                   // L_JJ for the inversion, then −Y, then −Z
   const auto tile = [&](int b) { return zs + (1 + b) * B * kTcLd; };  // three L tiles by cp.async; later the columns' scratch
-  double* scratch = zs + 4 * B * kTcLd;          // [row][16]: the k-halves' sums, then ρ's row sums
+  double* scratch = zs + 4 * B * kTcLd;          // [row][16]: the inversion's S, the k-halves' sums, ρ's row sums
   double* rhs = scratch + B * 16;                // R [row][kTcRhsLd]
   double* w_own = rhs + B * kTcRhsLd;            // W_J [row][16]
   double* reciprocal = w_own + B * 16;           // 1/L(i, i)
