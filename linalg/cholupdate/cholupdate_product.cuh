@@ -640,6 +640,40 @@ __device__ inline ApplyTiles apply_tiles(int blocks, int segments) {
   return a;
 }
 
+// An apply block's setup, shared by apply_kernel and apply_tc_kernel: nothing to do (`run` false)
+// when the guard refused the matrix (product_commits) or the block has no tiles (apply_tiles);
+// else the matrix's buffers and factor and the block's tiles.
+template <class D, int K>
+struct ApplyJob {
+  bool run;
+  ProductBuffers<D> buf;
+  D* L;
+  int segments;
+  ApplyTiles tiles;
+  // Entry p of the carry for row `row` of the row block at the block's right edge: the trsm's sums
+  // of the segments to the right.
+  __device__ D carry_from_right(int p, int row) const {
+    D sum{};
+    for (int s = tiles.segment + 1; s <= tiles.row_block / kSegmentTiles; ++s)
+      sum += buf.partial[((std::size_t(tiles.row_block) * segments + s) * K + p) * kTrsmBlock + row];
+    return sum;
+  }
+};
+template <class D, int K>
+__device__ inline ApplyJob<D, K> apply_job(D* l_all, long long stride_l, int n, const ProductWork<D>& work,
+                                           long long first_matrix, double tau_limit, int* info) {
+  ApplyJob<D, K> job{};
+  const long long m = first_matrix + blockIdx.y;
+  if (!product_commits(work.status[m], n, tau_limit, info, m)) return job;
+  job.segments = ProductBuffers<D>::segments(n);
+  job.tiles = apply_tiles(ProductBuffers<D>::blocks(n), job.segments);
+  if (job.tiles.empty) return job;
+  job.run = true;
+  job.buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
+  job.L = l_all + m * stride_l;
+  return job;
+}
+
 // Four threads per row of a tile, splitting either the tile's 64 columns (each thread carries all
 // k entries of S_j(r) through 16 columns, after a suffix exchange of the quarters' sums through
 // shared memory; the quarters are in different warps, so a warp's 32 rows read and write 32
@@ -679,15 +713,11 @@ __global__ void __launch_bounds__(kApplyThreads)
   constexpr int kQuarterColumns = B / Quarters;
   extern __shared__ __align__(16) unsigned char smem[];
 
-  const long long m = first_matrix + blockIdx.y;
-  ProductStatus& status = work.status[m];
-  if (!product_commits(status, n, tau_limit, info, m)) return;
-  const ProductBuffers<D> buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
-  D* L = l_all + m * stride_l;
-  const int segments = ProductBuffers<D>::segments(n);
-  const ApplyTiles tiles = apply_tiles(ProductBuffers<D>::blocks(n), segments);
-  if (tiles.empty) return;
-  const int row_block = tiles.row_block, segment = tiles.segment, top = tiles.top, bottom = tiles.bottom;
+  const ApplyJob<D, K> job = apply_job<D, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info);
+  if (!job.run) return;
+  const ProductBuffers<D>& buf = job.buf;
+  D* L = job.L;
+  const int row_block = job.tiles.row_block, top = job.tiles.top, bottom = job.tiles.bottom;
   const int r0 = row_block * B;
 
   struct Stage {
@@ -754,11 +784,7 @@ __global__ void __launch_bounds__(kApplyThreads)
   const D zero = from_real<D>(R(0));
   D carry[PQ];
 #pragma unroll
-  for (int e = 0; e < PQ; ++e) carry[e] = zero;
-  for (int s = segment + 1; s <= row_block / kSegmentTiles; ++s)
-#pragma unroll
-    for (int e = 0; e < PQ; ++e)
-      carry[e] += buf.partial[((std::size_t(row_block) * segments + s) * K + p_first + e) * B + r];
+  for (int e = 0; e < PQ; ++e) carry[e] = job.carry_from_right(p_first + e, r);
 
   issue(top, 0);
   int b = 0;

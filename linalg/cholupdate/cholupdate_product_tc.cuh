@@ -594,10 +594,10 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   // 9. m_j and z_j of this block's columns, two per warp (column_parameters_16; prefix J was
   //    published before the wait in step 6 returned), except in the last kHandOff row blocks: there
   //    the column workers take them. The tile buffer holds the transposes.
-  {
+  if (J < handed_off) {
     double* transpose = tile(0) + warp * 2 * 16 * 17 + (lane / 16) * 16 * 17;
     const double* prefix = buf.prefix + std::size_t(J) * K * K;
-    for (int c0 = 2 * warp; J < handed_off && c0 < rows; c0 += 2 * kWarps) {
+    for (int c0 = 2 * warp; c0 < rows; c0 += 2 * kWarps) {
       const int cl = c0 + lane / 16;
       if (column_parameters_16(r0 + cl, cl < rows ? cl : c0, cl < rows, prefix, w_own, transpose, buf, lane % 16))
         bad = true;
@@ -649,15 +649,11 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
   double* stages = reinterpret_cast<double*>(smem);
   double* carry_s = stages + 2 * kTcStage;  // [row][kTcRhsLd]
 
-  const long long m = first_matrix + blockIdx.y;
-  ProductStatus& status = work.status[m];
-  if (!product_commits(status, n, tau_limit, info, m)) return;
-  const ProductBuffers<double> buf = ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K);
-  double* L = l_all + m * stride_l;
-  const int segments = ProductBuffers<double>::segments(n);
-  const ApplyTiles tiles = apply_tiles(ProductBuffers<double>::blocks(n), segments);
-  if (tiles.empty) return;
-  const int row_block = tiles.row_block, segment = tiles.segment, top = tiles.top, bottom = tiles.bottom;
+  const ApplyJob<double, K> job = apply_job<double, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info);
+  if (!job.run) return;
+  const ProductBuffers<double>& buf = job.buf;
+  double* L = job.L;
+  const int row_block = job.tiles.row_block, top = job.tiles.top, bottom = job.tiles.bottom;
   const int r0 = row_block * B;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int mg = warp % 4, nq = warp / 4, g = lane / 4, c = lane % 4;
@@ -682,14 +678,11 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
 
   // The carry at the segment's right edge: the trsm's sums of the segments to the right.
   double carry[2][2] = {};
+  if (carries)
 #pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
+    for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = 16 * mg + 8 * mt + g, p = 8 * nq + 2 * c + i;
-      for (int s = segment + 1; carries && s <= row_block / kSegmentTiles; ++s)
-        carry[mt][i] += buf.partial[((std::size_t(row_block) * segments + s) * K + p) * B + row];
-    }
+      for (int i = 0; i < 2; ++i) carry[mt][i] = job.carry_from_right(8 * nq + 2 * c + i, 16 * mg + 8 * mt + g);
 
   issue(top, 0);
   for (int J = top, b = 0; J >= bottom; --J, b ^= 1) {
