@@ -495,12 +495,19 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   flush();
 
   // 5. T = X·R, in the chain's layout: warp (mg, half) owns rows 16mg…, columns 8·half… of W_J.
-  //    Two independent sums (even and odd k-steps), added at the end.
-  double tc[2][2][2] = {};
-  for (int ks = 0; ks < 4 * mg + 4; ++ks) {
-    const double b = rhs[(4 * ks + c) * kTcRhsLd + 8 * half + g];
-    const double* x = xs + (4 * ks + c) * kTcLd + 16 * mg + g;
-    dmma(tc[ks & 1][0], tc[ks & 1][1], x[0], x[8], b);
+  //    Eight independent sums, added at the end: T and Z·W_{J−2} into four of them, the chain step
+  //    into all eight, so that the chain's 16 products are two deep, not eight (a DMMA's result
+  //    is ready only a few hundred cycles later). Every index into tc is a constant — the loop
+  //    over X's nonzero k-steps is unrolled with a test rather than bounded by 4mg + 4 — or tc
+  //    would live in local memory, as it did until session 10: 15 µs of the solve at n = 5000.
+  double tc[8][2][2] = {};
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    if (ks < 4 * mg + 4) {  // X(r, l) = 0 for l > r
+      const double b = rhs[(4 * ks + c) * kTcRhsLd + 8 * half + g];
+      const double* x = xs + (4 * ks + c) * kTcLd + 16 * mg + g;
+      dmma(tc[ks & 3][0], tc[ks & 3][1], x[0], x[8], b);
+    }
   }
   const auto load_w = [&](int I, double (&b)[16]) {  // B fragments of W_I: rows 4ks + c, column 8·half + g
     const double* w = buf.w + std::size_t(I) * B * K + 8 * half + g;
@@ -514,7 +521,7 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
 #pragma unroll
     for (int ks = 0; ks < 16; ++ks) {
       const double* z = zs + (4 * ks + c) * kTcLd + 16 * mg + g;
-      dmma(tc[ks & 1][0], tc[ks & 1][1], z[0], z[8], b[ks]);
+      dmma(tc[ks & 3][0], tc[ks & 3][1], z[0], z[8], b[ks]);
     }
   }
   if (J >= 1) {  // the chain step: W_J = T − Y·W_{J−1}
@@ -522,13 +529,18 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     double b[16];
     load_w(J - 1, b);
 #pragma unroll
-    for (int ks = 0; ks < 16; ++ks) dmma(tc[ks & 1][0], tc[ks & 1][1], ya[0][ks], ya[1][ks], b[ks]);
+    for (int ks = 0; ks < 16; ++ks) dmma(tc[ks & 7][0], tc[ks & 7][1], ya[0][ks], ya[1][ks], b[ks]);
   }
   // W_J: to the workspace (rows < n) and to w_own; then this warp's part is published.
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
     const int row = 16 * mg + 8 * mt + g, p = 8 * half + 2 * c;
-    double2 value{tc[0][mt][0] + tc[1][mt][0], tc[0][mt][1] + tc[1][mt][1]};
+    double sum[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      sum[i] = ((tc[0][mt][i] + tc[4][mt][i]) + (tc[2][mt][i] + tc[6][mt][i])) +
+               ((tc[1][mt][i] + tc[5][mt][i]) + (tc[3][mt][i] + tc[7][mt][i]));
+    double2 value{sum[0], sum[1]};
     if (!(isfinite(value.x) && isfinite(value.y))) bad = true;
     if (row >= rows) value = double2{0.0, 0.0};
     *reinterpret_cast<double2*>(w_own + row * 16 + p) = value;
@@ -699,18 +711,24 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
     const double* mix = m_tile(b) + (16 * nq + g) * kTcLd + c;
     const double* w = w_rows(b) + c * kTcRhsLd + 8 * (nq & 1) + g;
     const double* z = z_rows(b) + (16 * nq + g) * kTcRhsLd + c;
-    double out[2][2][2] = {};
+    // Two sums of the output (even and odd k-steps) and four of this tile's part of the carry, so
+    // that no chain of dependent DMMAs is longer than ten; and M_J is lower triangular, so warp nq
+    // skips the k-steps above its columns (4nq of 16).
+    double out[2][2][2][2] = {};  // [k-step parity][row half][column half][i]
+    double carry_add[4][2][2] = {};
 #pragma unroll
     for (int ks = 0; ks < 16; ++ks) {
       double a[2];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) a[mt] = a_tile[(4 * ks + c) * kTcLd + 16 * mg + 8 * mt + g];
+      if (ks >= 4 * nq) {
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const double bm = mix[nt * 8 * kTcLd + 4 * ks];
-        dmma(out[0][nt], out[1][nt], a[0], a[1], bm);
+        for (int nt = 0; nt < 2; ++nt) {
+          const double bm = mix[nt * 8 * kTcLd + 4 * ks];
+          dmma(out[ks & 1][0][nt], out[ks & 1][1][nt], a[0], a[1], bm);
+        }
       }
-      if (carries) dmma(carry[0], carry[1], a[0], a[1], w[4 * ks * kTcRhsLd]);
+      if (carries) dmma(carry_add[ks & 3][0], carry_add[ks & 3][1], a[0], a[1], w[4 * ks * kTcRhsLd]);
     }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {  // + carry·Z_Jᵀ, the carry from before this tile
@@ -720,9 +738,15 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const double bz = z[nt * 8 * kTcRhsLd + 4 * ks];
-        dmma(out[0][nt], out[1][nt], a[0], a[1], bz);
+        dmma(out[ks & 1][0][nt], out[ks & 1][1][nt], a[0], a[1], bz);
       }
     }
+    if (carries)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          carry[mt][i] += (carry_add[0][mt][i] + carry_add[2][mt][i]) + (carry_add[1][mt][i] + carry_add[3][mt][i]);
     // L̃ straight from the fragments: two columns of one row per lane; 8 rows of a column per store.
     const bool diagonal = J == row_block;
 #pragma unroll
@@ -734,7 +758,8 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int col = 16 * nq + 8 * nt + 2 * c + i;
-          if (J * B + col < n && (!diagonal || col <= row)) L[(r0 + row) + std::size_t(J * B + col) * ldl] = out[mt][nt][i];
+          if (J * B + col < n && (!diagonal || col <= row))
+            L[(r0 + row) + std::size_t(J * B + col) * ldl] = out[0][mt][nt][i] + out[1][mt][nt][i];
         }
     }
     __syncthreads();  // the stage and carry_s are refilled next
