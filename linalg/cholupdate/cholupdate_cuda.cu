@@ -668,7 +668,7 @@ void launch_tensor_cores(D* L, long long ldl, long long stride_l, const D* V, lo
     trsm_tc_kernel<K><<<dim3(row_blocks + kColumnWorkers, matrices), kTcThreads, tc_shared_bytes(), stream>>>(
         L, ldl, stride_l, V, ldv, stride_v, n, k, aligned, work, first);
     COVFLOW_CHECK_LAUNCH();
-    apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n)), matrices), kApplyTcThreads,
+    apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n, K)), matrices), kApplyTcThreads,
                       apply_tc_shared_bytes(), stream>>>(L, ldl, stride_l, n, aligned, work, first, tau_limit, info);
     COVFLOW_CHECK_LAUNCH();
   } else {
@@ -806,7 +806,7 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
                                 stream>>>(n, product_work, first);
           COVFLOW_CHECK_LAUNCH();
           const unsigned apply_blocks =
-              static_cast<unsigned>(ProductBuffers<D>::blocks(n) * ProductBuffers<D>::segments(n));
+              static_cast<unsigned>(ProductBuffers<D>::blocks(n) * ProductBuffers<D>::segments(n, K));
           apply_kernel<D, K><<<dim3(apply_blocks, matrices_here), kApplyThreads,
                                apply_shared_bytes<D, K>(), stream>>>(L, l.ld, l.stride, n, product_work, first,
                                                                      tau_limit, info.data());

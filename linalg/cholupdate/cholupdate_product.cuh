@@ -29,7 +29,7 @@
 //                   next tile's L already loading into registers while it waits), then T = X·R; the
 //                   chain step itself is only W_J = T − Y·W_{J−1}, a 64×64 by 64×k product, then the
 //                   publish. Afterwards, off the chain: the tiles' products L_RJ W_J summed per
-//                   segment of kSegmentTiles column blocks (the apply kernel's carries, below), and
+//                   segment of column blocks (the apply kernel's carries, below), and
 //                   the prefix I + Σ_{I≤J} W_Iᴴ W_I for column_kernel (a short chain of its own,
 //                   block J after block J−1), and ‖W‖²_F.
 //                   Shared: X (later W_J), Y, one tile buffer (L_JJ, L_{J,J−1}, then the quarters'
@@ -38,14 +38,15 @@
 //   column_kernel   per column j, one warp: G_j = prefix_J + Σ_{i∈J, i<j} w_iᴴ w_i, its Cholesky
 //                   factor, y_j, m_j, z_j. Columns are independent given the prefix: 8 per block.
 //   apply_kernel    L̃ = L·M in place, lower triangle only. One block per (row block R, segment s of
-//                   kSegmentTiles column blocks): it starts from the carry Σ_{i right of s} L(r, i) w_i
+//                   segment_tiles column blocks): it starts from the carry Σ_{i right of s} L(r, i) w_i
 //                   (the trsm's segment sums to the right), and sweeps its tiles right to left; each
 //                   tile (with its rows of W, z and m) comes into shared memory by cp.async while the
 //                   one before is computed, thread (row, quarter of k) carries its part of S_j(r) from
 //                   column to column, the quarters' S_j(r)·z_j are summed by shuffles, and the new tile
-//                   is written back whole (coalesced). Row blocks are handed out longest first.
+//                   is written back whole (coalesced). Segments are handed out longest first.
 // The tile products are computed twice (the trsm's accumulation and the apply's sweep), which keeps
-// the workspace at O(n²k/64²) per matrix for the segment sums: 3.2 MB for n = 5000, k = 16, double.
+// the workspace at O(n²k/64²) per matrix for the segment sums: 4.5 MB for n = 5000, k = 16, double
+// (segments of 12 tiles on the tensor-core path).
 #pragma once
 
 #include <cuda/atomic>
@@ -63,7 +64,13 @@ constexpr int kTrsmBlock = 64;     // rows per row block, and the side of a tile
 constexpr int kTrsmThreads = 256;  // trsm: 64 rows × 4 groups
 constexpr int kTileQuarter = kTrsmBlock / 4;  // trsm accumulation: columns of a tile per thread
 constexpr int kColumnWarps = 8;    // column_kernel: columns per block, one warp each
-constexpr int kSegmentTiles = 16;  // apply: column blocks one block sweeps
+// Apply: column blocks one block sweeps (ProductBuffers::segment_tiles). The tensor-core path
+// sweeps 12: its blocks, handed out longest first (apply_tiles), then balance over the H100's 132
+// SMs — with 16, 156 full segments at n = 5000 left some SMs two of them (32 tiles where the mean
+// is 24), and its apply took 0.123 ms instead of 0.102 ms (session 10; 8, 10, 11, 13 and 14 measured
+// too). The other paths keep 16, which the workspace bound of the tests assumes.
+constexpr int kSegmentTiles = 16;
+constexpr int kSegmentTilesTc = 12;
 
 // Per matrix, zeroed before every call.
 struct ProductStatus {
@@ -104,16 +111,17 @@ struct ProductBuffers {
                // M_J = diag(m) + strict lower part of W_J Z_Jᵀ, column-major (cholupdate_product_tc.cuh)
 
   __host__ __device__ static int blocks(int n) { return (n + kTrsmBlock - 1) / kTrsmBlock; }
-  __host__ __device__ static int segments(int n) { return (blocks(n) + kSegmentTiles - 1) / kSegmentTiles; }
+  __host__ __device__ static constexpr int segment_tiles(int K) { return has_mix(K) ? kSegmentTilesTc : kSegmentTiles; }
+  __host__ __device__ static int segments(int n, int K) { return (blocks(n) + segment_tiles(K) - 1) / segment_tiles(K); }
   __host__ __device__ static std::size_t bytes(int n, int K) {
-    const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n));
+    const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n, K));
     return 2 * align256_(sizeof(D) * std::size_t(n) * K) + align256_(sizeof(R) * std::size_t(n)) +
            align256_(sizeof(D) * (b + 1) * K * K) + align256_(sizeof(D) * b * s * K * kTrsmBlock) +
            (has_mix(K) ? align256_(sizeof(D) * b * kTrsmBlock * kTrsmBlock) : 0);
   }
   __host__ __device__ static constexpr bool has_mix(int K) { return std::is_same_v<D, double> && K == 16; }
   __host__ __device__ static ProductBuffers carve(unsigned char* base, int n, int K) {
-    const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n));
+    const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n, K));
     ProductBuffers out;
     out.w = reinterpret_cast<D*>(base);
     base += align256_(sizeof(D) * std::size_t(n) * K);
@@ -257,7 +265,8 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
   const int J = taken;
   const int r0 = J * B;
   const int rows = n - r0 < B ? n - r0 : B;
-  const int segments = ProductBuffers<D>::segments(n);
+  const int segments = ProductBuffers<D>::segments(n, K);
+  constexpr int S = ProductBuffers<D>::segment_tiles(K);
   bool bad = false;
 
   // 1. L_JJ, row-major, padded with the identity; the diagonal checked as the rotations would.
@@ -350,9 +359,9 @@ __global__ void __launch_bounds__(kTrsmThreads) trsm_kernel(const D* l_all, long
     __syncthreads();
   };
   const auto reopen = [&](int I) {  // tile I is next: close the open segment if I lies beyond it
-    if (I / kSegmentTiles != open) {
+    if (I / S != open) {
       close();
-      open = I / kSegmentTiles;
+      open = I / S;
       fresh = true;
     }
   };
@@ -623,21 +632,35 @@ __device__ inline bool product_commits(ProductStatus& status, int n, double tau_
   return true;
 }
 
-// The tiles one apply block sweeps: blockIdx.x is (row block, longest first) × segment, and the
-// block takes column blocks top … bottom of its row block's segment (none when `empty`).
+// The tiles one apply block sweeps: column blocks top … bottom of segment `segment` (S column
+// blocks) of its row block, none when `empty`. blockIdx.x numbers the blocks longest first, so the
+// hardware, starting blocks in that order as SMs free up, schedules longest job first: all full
+// segments (by segment, row blocks from the last), then the partial ones, S − 1 tiles down to 1.
 struct ApplyTiles {
   int row_block, segment, top, bottom;
   bool empty;
 };
-__device__ inline ApplyTiles apply_tiles(int blocks, int segments) {
-  ApplyTiles a;
-  a.row_block = blocks - 1 - static_cast<int>(blockIdx.x) / segments;
-  a.segment = static_cast<int>(blockIdx.x) % segments;
-  a.empty = a.segment > a.row_block / kSegmentTiles;
-  const int last = (a.segment + 1) * kSegmentTiles - 1;
-  a.top = a.row_block < last ? a.row_block : last;
-  a.bottom = a.segment * kSegmentTiles;
-  return a;
+__device__ inline ApplyTiles apply_tiles(int blocks, int S) {
+  ApplyTiles a{0, 0, -1, 0, true};
+  int k = static_cast<int>(blockIdx.x);
+  for (int s = 0; S * s + S - 1 < blocks; ++s) {  // row blocks S·s + S − 1 … blocks − 1 fill segment s
+    const int full = blocks - (S * s + S - 1);
+    if (k < full) {
+      a = ApplyTiles{blocks - 1 - k, s, S * s + S - 1, S * s, false};
+      return a;
+    }
+    k -= full;
+  }
+  for (int length = S - 1; length >= 1; --length) {  // row blocks R ≡ length − 1 (mod S) end in one
+    const int count = blocks >= length ? (blocks - length + S) / S : 0;
+    if (k < count) {
+      const int row_block = S * (count - 1 - k) + length - 1;
+      a = ApplyTiles{row_block, row_block / S, row_block, S * (row_block / S), false};
+      return a;
+    }
+    k -= count;
+  }
+  return a;  // past the last segment: the grid is blocks × segments, more than there are
 }
 
 // An apply block's setup, shared by apply_kernel and apply_tc_kernel: nothing to do (`run` false)
@@ -654,7 +677,7 @@ struct ApplyJob {
   // of the segments to the right.
   __device__ D carry_from_right(int p, int row) const {
     D sum{};
-    for (int s = tiles.segment + 1; s <= tiles.row_block / kSegmentTiles; ++s)
+    for (int s = tiles.segment + 1; s <= tiles.row_block / ProductBuffers<D>::segment_tiles(K); ++s)
       sum += buf.partial[((std::size_t(tiles.row_block) * segments + s) * K + p) * kTrsmBlock + row];
     return sum;
   }
@@ -665,8 +688,8 @@ __device__ inline ApplyJob<D, K> apply_job(D* l_all, long long stride_l, int n, 
   ApplyJob<D, K> job{};
   const long long m = first_matrix + blockIdx.y;
   if (!product_commits(work.status[m], n, tau_limit, info, m)) return job;
-  job.segments = ProductBuffers<D>::segments(n);
-  job.tiles = apply_tiles(ProductBuffers<D>::blocks(n), job.segments);
+  job.segments = ProductBuffers<D>::segments(n, K);
+  job.tiles = apply_tiles(ProductBuffers<D>::blocks(n), ProductBuffers<D>::segment_tiles(K));
   if (job.tiles.empty) return job;
   job.run = true;
   job.buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);

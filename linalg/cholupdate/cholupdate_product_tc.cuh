@@ -285,7 +285,8 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   const int J = taken;
   const int r0 = J * B;
   const int rows = n - r0 < B ? n - r0 : B;
-  const int segments = ProductBuffers<D>::segments(n);
+  const int segments = ProductBuffers<D>::segments(n, K);
+  constexpr int S = ProductBuffers<D>::segment_tiles(K);
   bool bad = false;
 
   // 1. L_JJ (lower, zeros outside) into zs, L_{J,J−1} and L_{J,J−2} into the tile buffers.
@@ -439,9 +440,9 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     __syncthreads();
   };
   const auto reopen = [&](int I) {
-    if (I / kSegmentTiles != open) {
+    if (I / S != open) {
       flush();
-      open = I / kSegmentTiles;
+      open = I / S;
       fresh = true;
     }
   };
@@ -627,7 +628,7 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
 // Per tile (row block R, column block J), with carry(r) = Σ_{i right of tile J, i ≤ r} L(r, i) w_i:
 //   L̃_RJ = L_RJ·M_J + carry·Z_Jᵀ,   then carry += L_RJ·W_J,
 // the semiseparable sweep of apply_kernel written as three products (M_J from trsm_tc_kernel).
-// One block per (row block, segment of kSegmentTiles column blocks), tiles right to left. A stage
+// One block per (row block, segment of kSegmentTilesTc column blocks), tiles right to left. A stage
 // holds a tile of L, M_J, W_J and Z_J (rows past n zero), filled by cp.async while the previous
 // stage is multiplied. 16 warps: warp (mg, nq) makes rows 16mg…, output columns 16nq…, and warps
 // nq = 0, 1 carry columns 8nq… of the carry; it goes through shared memory once per tile to become
