@@ -662,7 +662,7 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
   double* stages = reinterpret_cast<double*>(smem);
   double* carry_s = stages + 2 * kTcStage;  // [row][kTcRhsLd]
 
-  const ApplyJob<double, K> job = apply_job<double, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info);
+  const ApplyJob<double, K> job = apply_job<double, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info, blockIdx.x);
   if (!job.run) return;
   const ProductBuffers<double>& buf = job.buf;
   double* L = job.L;
