@@ -664,7 +664,7 @@ void with_rank(int k, F&& body) {
 // A rotation pipeline launch. After the product path (`dependent`), as a programmatic dependent of
 // the kernel before it: where the product path committed the matrix both launches return at once,
 // and this way their launch overlaps the apply's last blocks instead of following its end
-// (pipeline_kernel waits for its predecessor before it reads anything): 3 µs of the n = 5000,
+// (pipeline_kernel waits for its predecessor before it reads anything): 2–3 µs of the n = 5000,
 // k = 16 update. Elsewhere (downdates: the pipeline does the work) a plain launch, so that the
 // Commit launch's blocks do not sit on SMs while the first pass runs.
 template <class Kernel, class... Args>
