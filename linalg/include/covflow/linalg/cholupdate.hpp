@@ -68,8 +68,9 @@ inline constexpr std::int64_t kCudaMaxRank = 64;
 
 // Bytes of scratch cholupdate takes from exec.workspace() for this shape: O(n·k) per matrix in
 // flight (CPU: a copy of V per worker; CUDA: the rotation parameters of every column for n > 256,
-// nothing for n ≤ 256), never a copy of L. Reserve them once at start-up and cholupdate never
-// allocates.
+// nothing for n ≤ 256), plus on CUDA, for updates with n > 256, the product form's sums over
+// segments of the factor's 64×64 tiles, O(n²k/64²) (4.5 MB at n = 5000, k = 16, double) — never a
+// copy of L. Reserve them once at start-up and cholupdate never allocates.
 template <class T>
 std::size_t cholupdate_workspace(const Exec& exec, std::int64_t n, std::int64_t k, std::int64_t count);
 
