@@ -648,20 +648,20 @@ __device__ inline bool product_commits(ProductStatus& status, int n, double tau_
   return true;
 }
 
-// The tiles of apply item `item` (the block's blockIdx.x): column blocks top … bottom of segment
-// `segment` (S column blocks) of its row block, none when `empty` (past the last item). Items are
-// numbered longest first, so the hardware, starting blocks in that order as SMs free up, schedules
-// the longest job first: all full segments (by segment, row blocks from the last), then the
-// partial ones, S − 1 tiles down to 1. (One block per SM taking items from a counter, the next
-// item's first tile loading during the last tile of the one before, was slower: 0.129 against
-// 0.102 ms at n = 5000, session 10.)
+// The tiles of apply block blockIdx.x: column blocks top … bottom of segment `segment` (S column
+// blocks) of its row block, none when `empty` (past the last segment). Blocks are numbered longest
+// first, so the hardware, starting blocks in that order as SMs free up, schedules the longest job
+// first: all full segments (by segment, row blocks from the last), then the partial ones, S − 1
+// tiles down to 1. (One block per SM taking segments from a counter, the next segment's first
+// tile loading during the last tile of the one before, was slower: 0.129 against 0.102 ms at
+// n = 5000.)
 struct ApplyTiles {
   int row_block, segment, top, bottom;
   bool empty;
 };
-__device__ inline ApplyTiles apply_tiles(int blocks, int S, int item) {
+__device__ inline ApplyTiles apply_tiles(int blocks, int S) {
   ApplyTiles a{0, 0, -1, 0, true};
-  int k = item;
+  int k = static_cast<int>(blockIdx.x);
   for (int s = 0; S * s + S - 1 < blocks; ++s) {  // row blocks S·s + S − 1 … blocks − 1 fill segment s
     const int full = blocks - (S * s + S - 1);
     if (k < full) {
@@ -679,7 +679,7 @@ __device__ inline ApplyTiles apply_tiles(int blocks, int S, int item) {
     }
     k -= count;
   }
-  return a;  // past the last item (apply_kernel's grid is blocks × segments, more than there are)
+  return a;  // past the last segment: the grid is blocks × segments, more than there are
 }
 
 // An apply block's setup, shared by apply_kernel and apply_tc_kernel: nothing to do (`run` false)
@@ -703,13 +703,13 @@ struct ApplyJob {
 };
 template <class D, int K>
 __device__ inline ApplyJob<D, K> apply_job(D* l_all, long long stride_l, int n, const ProductWork<D>& work,
-                                           long long first_matrix, double tau_limit, int* info, int item) {
+                                           long long first_matrix, double tau_limit, int* info) {
   allow_dependents();  // the rotation pipeline's launches (cholupdate_cuda.cu)
   ApplyJob<D, K> job{};
   const long long m = first_matrix + blockIdx.y;
   if (!product_commits(work.status[m], n, tau_limit, info, m)) return job;
   job.segments = ProductBuffers<D>::segments(n, K);
-  job.tiles = apply_tiles(ProductBuffers<D>::blocks(n), ProductBuffers<D>::segment_tiles(K), item);
+  job.tiles = apply_tiles(ProductBuffers<D>::blocks(n), ProductBuffers<D>::segment_tiles(K));
   if (job.tiles.empty) return job;
   job.run = true;
   job.buf = ProductBuffers<D>::carve(work.buffers + m * work.per_matrix, n, K);
@@ -756,7 +756,7 @@ __global__ void __launch_bounds__(kApplyThreads)
   constexpr int kQuarterColumns = B / Quarters;
   extern __shared__ __align__(16) unsigned char smem[];
 
-  const ApplyJob<D, K> job = apply_job<D, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info, blockIdx.x);
+  const ApplyJob<D, K> job = apply_job<D, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info);
   if (!job.run) return;
   const ProductBuffers<D>& buf = job.buf;
   D* L = job.L;

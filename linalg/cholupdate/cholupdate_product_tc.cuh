@@ -499,8 +499,8 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   //    Eight independent sums, added at the end: T and Z·W_{J−2} into four of them, the chain step
   //    into all eight, so that the chain's 16 products are two deep, not eight (a DMMA's result
   //    is ready only a few hundred cycles later). Every index into tc is a constant — the loop
-  //    over X's nonzero k-steps is unrolled with a test rather than bounded by 4mg + 4 — or tc
-  //    would live in local memory, as it did until session 10: 15 µs of the solve at n = 5000.
+  //    over X's nonzero k-steps is unrolled with a test rather than bounded by 4mg + 4 — or ptxas
+  //    puts tc in local memory (a stack frame), which cost 15 µs of the solve at n = 5000.
   double tc[8][2][2] = {};
 #pragma unroll
   for (int ks = 0; ks < 16; ++ks) {
@@ -662,7 +662,7 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
   double* stages = reinterpret_cast<double*>(smem);
   double* carry_s = stages + 2 * kTcStage;  // [row][kTcRhsLd]
 
-  const ApplyJob<double, K> job = apply_job<double, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info, blockIdx.x);
+  const ApplyJob<double, K> job = apply_job<double, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info);
   if (!job.run) return;
   const ProductBuffers<double>& buf = job.buf;
   double* L = job.L;
