@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cholupdate_bench.hpp"
 #include "covflow/linalg/cholupdate.hpp"
@@ -29,6 +30,7 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
+#include "../linalg/cholupdate/cholupdate_impl.hpp"  // the product path's timeline (a benchmark hook)
 #endif
 
 namespace covflow::bench {
@@ -138,6 +140,10 @@ Row bench_large(int n, int k, Sign sign, const Settings& settings, Exec* gpu, Ex
         [&](int) {
           COVFLOW_CUDA_TRY(cudaMemcpyAsync(work.data(), pristine.data(), elems * sizeof(T), cudaMemcpyDeviceToDevice, stream));
         });
+    // Where the last timed call's time went, on the tensor-core product path (empty elsewhere).
+    if (const std::vector<double> clock = linalg::detail::cholupdate_cuda_product_timeline(context, 1); !clock.empty())
+      row.notes["timeline µs (last W, solve end, apply first block, first tile, apply end, finish)"] =
+          fmt::format("{:.1f}", fmt::join(clock, " / "));
     std::vector<T> covflow_l(elems);
     std::vector<int> covflow_info(1);
     work.download(covflow_l, stream);

@@ -68,10 +68,14 @@
 //          workspace with the pipeline's parameters (stream order: the pipeline only writes there
 //          after the product kernels are done): O(n·k) per matrix plus the apply's segment sums,
 //          k·64 elements per 64 × 1024 block of the factor (n = 5000, k = 16, double: 3.2 MB).
-//          Real double with k ≤ 16 runs the same mathematics on the FP64 tensor cores instead
+//          Real double with 4 < k ≤ 16 runs the same mathematics on the FP64 tensor cores instead
 //          (cholupdate_product_tc.cuh): trsm_tc_kernel (the solve with one more block of lookahead,
-//          the column parameters and M_J = diag(m) + strict lower part of W_J Z_Jᵀ folded in) and
-//          apply_tc_kernel (L̃_RJ = L_RJ·M_J + carry·Z_Jᵀ); its workspace adds M_J, 64² per row block.
+//          its column workers making the column parameters and M_J = diag(m) + strict lower part of
+//          W_J Z_Jᵀ), apply_tc_kernel (L̃_RJ = L_RJ·M_J + carry·Z_Jᵀ), launched as a programmatic
+//          dependent so that it runs under the solve, row block by row block as the chain makes
+//          them ready, first copying each tile it overwrites, and finish_tc_kernel, which decides
+//          the guard once the solve has ended: commit, or put the copied tiles back. Its workspace
+//          adds M_J (64² per row block) and that copy of the lower tiles (≈ 4n² bytes).
 //
 // No host synchronisation: status goes to `info` on the device.
 #include <cuda/atomic>
@@ -668,10 +672,11 @@ void with_rank(int k, F&& body) {
 // k = 16 update. Elsewhere (downdates: the pipeline does the work) a plain launch, so that the
 // Commit launch's blocks do not sit on SMs while the first pass runs.
 template <class Kernel, class... Args>
-void launch_pipeline(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t stream, bool dependent, Args... args) {
+void launch_dependent(Kernel kernel, dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream, bool dependent,
+                      Args... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
-  config.blockDim = dim3(kRowBlock);
+  config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   cudaLaunchAttribute attribute{};
@@ -680,6 +685,10 @@ void launch_pipeline(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t st
   config.attrs = &attribute;
   config.numAttrs = dependent ? 1 : 0;
   COVFLOW_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, args...));
+}
+template <class Kernel, class... Args>
+void launch_pipeline(Kernel kernel, dim3 grid, std::size_t smem, cudaStream_t stream, bool dependent, Args... args) {
+  launch_dependent(kernel, grid, dim3(kRowBlock), smem, stream, dependent, args...);
 }
 
 // The tensor-core product path (cholupdate_product_tc.cuh) for one slice of matrices.
@@ -692,9 +701,13 @@ void launch_tensor_cores(D* L, long long ldl, long long stride_l, const D* V, lo
     trsm_tc_kernel<K><<<dim3(row_blocks + kColumnWorkers, matrices), kTcThreads, tc_shared_bytes(), stream>>>(
         L, ldl, stride_l, V, ldv, stride_v, n, k, aligned, work, first);
     COVFLOW_CHECK_LAUNCH();
-    apply_tc_kernel<<<dim3(row_blocks * static_cast<unsigned>(ProductBuffers<D>::segments(n, K)), matrices), kApplyTcThreads,
-                      apply_tc_shared_bytes(), stream>>>(L, ldl, stride_l, n, aligned, work, first, tau_limit, info);
-    COVFLOW_CHECK_LAUNCH();
+    // The apply runs under the solve (programmatic dependent; it waits on the solve's ready counts),
+    // and the finish after both decides the guard: commit, or restore from the backup.
+    const unsigned items = static_cast<unsigned>(apply_tc_items(static_cast<int>(row_blocks), ProductBuffers<D>::segment_tiles(K)));
+    launch_dependent(apply_tc_kernel, dim3(items, matrices), dim3(kApplyTcThreads), apply_tc_shared_bytes(), stream, true, L,
+                     ldl, stride_l, n, aligned, work, first);
+    launch_dependent(finish_tc_kernel, dim3(kFinishBlocks, matrices), dim3(kFinishThreads), 0, stream, true, L, ldl, stride_l,
+                     n, work, first, tau_limit, info);
   } else {
     throw std::logic_error("cholupdate: the tensor-core path is for real double with k ≤ 16");
   }
@@ -715,13 +728,19 @@ std::size_t control_bytes(long long count) {
   return align256(sizeof(Control) * std::size_t(count)) + align256(sizeof(ProductStatus) * std::size_t(count));
 }
 
+// The tensor-core path's ready counts (ProductWork::ready), zeroed with the control block.
+std::size_t ready_bytes(int n, long long count) {
+  return align256(sizeof(int) * 2 * std::size_t(ProductBuffers<double>::blocks(n)) * std::size_t(count));
+}
+
 }  // namespace
 
 template <class T>
 std::size_t cholupdate_cuda_workspace(std::int64_t n, std::int64_t k, std::int64_t count) {
   using D = device_t<T>;
   if (n <= kSmallMaxN || k <= 0) return 0;
-  return control_bytes(count) + matrix_bytes<D>(static_cast<int>(n), static_cast<int>(k)) * std::size_t(count);
+  return control_bytes(count) + ready_bytes(static_cast<int>(n), count) +
+         matrix_bytes<D>(static_cast<int>(n), static_cast<int>(k)) * std::size_t(count);
 }
 
 template <class T>
@@ -785,11 +804,13 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
   auto* base = static_cast<unsigned char*>(context.workspace().acquire(cholupdate_cuda_workspace<T>(n, k, count)));
   auto* status = reinterpret_cast<ProductStatus*>(base + align256(sizeof(Control) * std::size_t(count)));
   const std::size_t per_matrix = matrix_bytes<D>(n, k);
-  unsigned char* matrices = base + control_bytes(count);
+  auto* ready = reinterpret_cast<int*>(base + control_bytes(count));
+  unsigned char* matrices = base + control_bytes(count) + ready_bytes(n, count);
   PipelineWork<D> work{reinterpret_cast<Control*>(base), matrices, per_matrix};
-  COVFLOW_CUDA_TRY(cudaMemsetAsync(base, 0, control_bytes(count), stream));  // Control and ProductStatus
+  // Control, ProductStatus and the ready counts
+  COVFLOW_CUDA_TRY(cudaMemsetAsync(base, 0, control_bytes(count) + ready_bytes(n, count), stream));
   const bool product = sign == Sign::update && product_eligible(n, k);
-  const ProductWork<D> product_work{status, matrices, per_matrix};
+  const ProductWork<D> product_work{status, matrices, per_matrix, ready};
   const double tau_limit = 0.01 / static_cast<double>(std::numeric_limits<R>::epsilon());
   const unsigned blocks = static_cast<unsigned>((n + kRowBlock - 1) / kRowBlock);
   with_rank(k, [&](auto rank) {
@@ -857,6 +878,20 @@ std::vector<int> cholupdate_cuda_product_committed(CudaContext& context, std::in
   std::vector<int> committed(status.size());
   for (std::size_t m = 0; m < status.size(); ++m) committed[m] = status[m].done != 0 ? 1 : 0;
   return committed;
+}
+
+std::vector<double> cholupdate_cuda_product_timeline(CudaContext& context, std::int64_t count) {
+  context.make_current();
+  auto* base = static_cast<unsigned char*>(context.workspace().acquire(control_bytes(count)));
+  ProductStatus status{};
+  COVFLOW_CUDA_TRY(cudaMemcpyAsync(&status, base + align256(sizeof(Control) * std::size_t(count)), sizeof(ProductStatus),
+                                   cudaMemcpyDeviceToHost, context.stream()));
+  COVFLOW_CUDA_TRY(cudaStreamSynchronize(context.stream()));
+  const unsigned long long start = ~status.clock[kSolveStart];
+  if (status.clock[kSolveStart] == 0 || status.clock[kFinish] == 0) return {};
+  const auto at = [&](unsigned long long t) { return 1e-3 * static_cast<double>(static_cast<long long>(t - start)); };
+  return {at(status.clock[kLastW]),           at(status.clock[kSolveEnd]), at(~status.clock[kApplyStart]),
+          at(~status.clock[kApplyFirstTile]), at(status.clock[kApplyEnd]), at(status.clock[kFinish])};
 }
 
 #define COVFLOW_CHOLUPDATE_CUDA(T)                                                               \

@@ -22,6 +22,10 @@ void cholupdate_cuda(CudaContext& context, Batch<T> l, Batch<const T> v, Sign si
 // cholupdate_cuda call on `context`, whether the product path committed it (1) or left it to the
 // rotation pipeline (0). Synchronises the stream and reads the status from the workspace.
 std::vector<int> cholupdate_cuda_product_committed(CudaContext& context, std::int64_t count);
+// Benchmark hook: the tensor-core product path's timeline for the first matrix of the last call, in
+// µs after its solve began: last W published, solve ended, first apply block started, first apply
+// tile started, apply ended, finish started (empty when that path did not run). Synchronises.
+std::vector<double> cholupdate_cuda_product_timeline(CudaContext& context, std::int64_t count);
 #endif
 
 }  // namespace covflow::linalg::detail

@@ -43,10 +43,12 @@
 //                   tile (with its rows of W, z and m) comes into shared memory by cp.async while the
 //                   one before is computed, thread (row, quarter of k) carries its part of S_j(r) from
 //                   column to column, the quarters' S_j(r)·z_j are summed by shuffles, and the new tile
-//                   is written back whole (coalesced). Segments are handed out longest first.
+//                   is written back whole (coalesced). Segments are handed out longest first
+//                   (the tensor-core apply instead takes them in row-block order, under the solve).
 // The tile products are computed twice (the trsm's accumulation and the apply's sweep), which keeps
-// the workspace at O(n²k/64²) per matrix for the segment sums: 4.5 MB for n = 5000, k = 16, double
-// (segments of 12 tiles on the tensor-core path).
+// the workspace at O(n²k/64²) per matrix for the segment sums: 6.5 MB for n = 5000, k = 16, double
+// (segments of 8 tiles on the tensor-core path, whose workspace also holds M_J and the backup of
+// the factor's tiles, cholupdate_product_tc.cuh).
 #pragma once
 
 #include <cuda/atomic>
@@ -64,13 +66,24 @@ constexpr int kTrsmBlock = 64;     // rows per row block, and the side of a tile
 constexpr int kTrsmThreads = 256;  // trsm: 64 rows × 4 groups
 constexpr int kTileQuarter = kTrsmBlock / 4;  // trsm accumulation: columns of a tile per thread
 constexpr int kColumnWarps = 8;    // column_kernel: columns per block, one warp each
-// Apply: column blocks one block sweeps (ProductBuffers::segment_tiles). The tensor-core path
-// sweeps 12: its blocks, handed out longest first (apply_tiles), then balance over the H100's 132
-// SMs — with 16, 156 full segments at n = 5000 left some SMs two of them (32 tiles where the mean
-// is 24), and its apply took 0.123 ms instead of 0.102 ms (session 10; 8, 10, 11, 13 and 14 measured
-// too). The other paths keep 16, which the workspace bound of the tests assumes.
+// Apply: column blocks one block sweeps (ProductBuffers::segment_tiles). The tensor-core path's
+// apply runs under the solve (cholupdate_product_tc.cuh), and what is left when the chain ends is
+// the last row blocks' segments, each a sequence of tiles on one SM: with 8 tiles the n = 5000,
+// k = 16 update took 0.312–0.313 ms on the H100, with 6 0.314–0.316 and with 12 0.318 (2026-11-25,
+// same run). The other paths keep 16, which the workspace bound of the tests assumes.
 constexpr int kSegmentTiles = 16;
-constexpr int kSegmentTilesTc = 12;
+constexpr int kSegmentTilesTc = 8;
+
+// The tensor-core path's timeline (ProductStatus::clock): the first solve block's start (kept
+// complemented), the last W published, the last solve block's end, the first apply block's start and
+// its first tile (both complemented), the last apply block's end, the finish's start.
+enum Clock : int { kSolveStart, kLastW, kSolveEnd, kApplyStart, kApplyFirstTile, kApplyEnd, kFinish, kClockCount };
+
+__device__ inline unsigned long long clock_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 // Per matrix, zeroed before every call.
 struct ProductStatus {
@@ -78,10 +91,14 @@ struct ProductStatus {
   int progress;       // trsm row blocks whose W is published
   int gram_progress;  // trsm row blocks whose gram prefix is published
   int reject;         // the guard failed: a non-finite W, m or z, or a diagonal that is not finite and > 0
-  int done;           // apply_kernel committed L̃ (and wrote info = 0): the rotation pipeline skips it
+  int done;           // apply_kernel or finish_tc_kernel committed L̃ (and wrote info = 0): the rotation pipeline skips it
   double norm2;       // ‖W‖²_F, summed over row blocks
   unsigned long long rho_bits;  // ρ = max_r s(r)/‖L̃(r, :)‖ (a non-negative double's bits: they order as it does)
   int column_ticket;  // tensor-core path: next item of the column workers (cholupdate_product_tc.cuh)
+  int solve_exits;    // tensor-core path: trsm_tc_kernel blocks that are done (their guard writes included)
+  // Tensor-core path: when its phases began and ended (%globaltimer, ns), for the benchmark's
+  // breakdown (cholupdate_cuda_product_timeline). An earliest time is kept as its complement's maximum.
+  unsigned long long clock[kClockCount];
 };
 
 // The guard on ρ. Both sources of error in L̃(r, :) — the triangular solve's backward error in W
@@ -109,6 +126,9 @@ struct ProductBuffers {
   D* partial;  // blocks × segments × K × 64: Σ_{J∈s} L_RJ W_J, as [R][s][p][row]
   D* mix;      // tensor-core path only (real double, K = 16): per column block J the 64×64
                // M_J = diag(m) + strict lower part of W_J Z_Jᵀ, column-major (cholupdate_product_tc.cuh)
+  D* backup;   // tensor-core path only: every lower tile (R, J ≤ R) of L as apply_tc_kernel found it,
+               // 64×64 column-major, tile R(R+1)/2 + J — the apply writes L̃ while the solve still
+               // runs, before the guard is known, and finish_tc_kernel puts a refused matrix back
 
   __host__ __device__ static int blocks(int n) { return (n + kTrsmBlock - 1) / kTrsmBlock; }
   __host__ __device__ static constexpr int segment_tiles(int K) { return has_mix(K) ? kSegmentTilesTc : kSegmentTiles; }
@@ -117,8 +137,9 @@ struct ProductBuffers {
     const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n, K));
     return 2 * align256_(sizeof(D) * std::size_t(n) * K) + align256_(sizeof(R) * std::size_t(n)) +
            align256_(sizeof(D) * (b + 1) * K * K) + align256_(sizeof(D) * b * s * K * kTrsmBlock) +
-           (has_mix(K) ? align256_(sizeof(D) * b * kTrsmBlock * kTrsmBlock) : 0);
+           (has_mix(K) ? align256_(sizeof(D) * b * kTrsmBlock * kTrsmBlock) + align256_(sizeof(D) * tiles(n) * kTrsmBlock * kTrsmBlock) : 0);
   }
+  __host__ __device__ static std::size_t tiles(int n) { return std::size_t(blocks(n)) * (blocks(n) + 1) / 2; }
   __host__ __device__ static constexpr bool has_mix(int K) { return std::is_same_v<D, double> && K == 16; }
   __host__ __device__ static ProductBuffers carve(unsigned char* base, int n, int K) {
     const std::size_t b = std::size_t(blocks(n)), s = std::size_t(segments(n, K));
@@ -134,6 +155,11 @@ struct ProductBuffers {
     out.partial = reinterpret_cast<D*>(base);
     base += align256_(sizeof(D) * b * s * K * kTrsmBlock);
     out.mix = has_mix(K) ? reinterpret_cast<D*>(base) : nullptr;
+    out.backup = nullptr;
+    if (has_mix(K)) {
+      base += align256_(sizeof(D) * b * kTrsmBlock * kTrsmBlock);
+      out.backup = reinterpret_cast<D*>(base);
+    }
     return out;
   }
 };
@@ -143,6 +169,9 @@ struct ProductWork {
   ProductStatus* status;  // count entries
   unsigned char* buffers; // count × per_matrix bytes (shared with the pipeline's parameters: the
   std::size_t per_matrix; // pipeline only runs, after these kernels, on matrices they did not commit)
+  int* ready;             // tensor-core path: count × 2·blocks(n) counters, zeroed before every call —
+                          // [0, blocks) row block R's segment sums written and its rows of L read for
+                          // the last time (1), [blocks, 2·blocks) M_J formed (4 when complete)
 };
 
 // ---- small device helpers ----------------------------------------------------------------------
@@ -211,11 +240,12 @@ __device__ inline void wait_at_least(int* counter, int target) {
   }
 }
 
-// Programmatic dependent launch (sm_90). The apply kernels let the kernels launched after them with
-// the programmatic-serialization attribute start once every apply block has begun (their launch
-// then overlaps the apply's last blocks); those kernels call wait_for_predecessor before reading
-// anything, which returns when the apply has finished and its writes are visible. Both are no-ops
-// without the attribute.
+// Programmatic dependent launch (sm_90). A kernel lets the kernel launched after it with the
+// programmatic-serialization attribute start once every one of its blocks has begun: the rotation
+// pipeline's launches overlap the apply's last blocks (and the finish's), and the tensor-core apply
+// runs under the solve. A dependent that calls wait_for_predecessor before reading anything sees the
+// whole predecessor finished and its writes visible; the tensor-core apply instead waits on the
+// solve's ready counts. Both are no-ops without the attribute.
 __device__ inline void allow_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -230,6 +260,10 @@ __device__ inline void wait_for_predecessor() {
 __device__ inline void release_store(int* counter, int value) {
   ::cuda::atomic_ref<int, ::cuda::thread_scope_device> ref(*counter);
   ref.store(value, ::cuda::memory_order_release);
+}
+__device__ inline void release_add(int* counter, int value) {
+  ::cuda::atomic_ref<int, ::cuda::thread_scope_device> ref(*counter);
+  ref.fetch_add(value, ::cuda::memory_order_release);
 }
 
 // ---- W = L⁻¹V ------------------------------------------------------------------------------------
@@ -634,9 +668,9 @@ __global__ void __launch_bounds__(kColumnWarps * 32) column_kernel(int n, Produc
 
 // ---- L̃ = L·M --------------------------------------------------------------------------------------
 
-// The guard of both apply kernels, uniform over the matrix (its inputs were written by the previous
-// kernels): true when the product form commits, the first block then writing info = 0 and
-// marking the matrix done for the rotation pipeline.
+// The guard, uniform over the matrix (apply_kernel: its inputs were written by the previous kernels;
+// finish_tc_kernel: read after every solve block has ended): true when the product form commits,
+// the first block then writing info = 0 and marking the matrix done for the rotation pipeline.
 __device__ inline bool product_commits(ProductStatus& status, int n, double tau_limit, int* info, long long m) {
   if (status.reject != 0 || !(1.0 + status.norm2 <= tau_limit) ||
       !(__longlong_as_double(static_cast<long long>(status.rho_bits)) <= kRhoLimitPerN * n))

@@ -16,10 +16,10 @@
 //   * each warp publishes its own part of W_J (a count of warps, release order), so no block
 //     barrier sits between the product and the counter.
 // Off the chain: the segment sums of L_RJ W_J for the apply kernel and the ρ guard's row sums
-// (from the same fragments), the gram prefix, and then the block's own 64 columns' m_j, z_j
-// (column_parameters), which saves the separate column kernel (70 µs at n = 5000), and M_J. The
-// last kHandOff row blocks leave their columns and M_J to column workers, extra blocks of the same
-// grid (column_worker), so that the end of the chain does not wait on four rounds of columns.
+// (from the same fragments) and the gram prefix. The column parameters m_j, z_j (column_parameters;
+// this saves the separate column kernel, 70 µs at n = 5000) and M_J are made by column workers,
+// extra blocks of the same grid (column_worker), a quarter of a row block at a time, so that a row
+// block's SM is free for the apply as soon as its own sums are done and M_J follows W_J closely.
 //
 // Fragments of mma.m16n8k4 with .f64 (PTX ISA, "Matrix Fragments for mma.m16n8k4"): g = lane/4,
 // c = lane%4; A (16×4): A(g, c), A(g+8, c); B (4×8): B(c, g); C/D (16×8): C(g, 2c), C(g, 2c+1),
@@ -36,12 +36,12 @@ namespace {
 constexpr int kTcLd = 68;      // column stride of a 64×64 tile in shared memory: conflict-free fragments
 constexpr int kTcRhsLd = 20;   // row stride of R (64×16) in shared memory
 constexpr int kTcThreads = 256;
-// The last kHandOff row blocks leave their column parameters and M_J to kColumnWorkers extra blocks
-// of the same grid, each taking a quarter of a row block (16 columns: one round of its 16
-// half-warps) at a time. Done by the row block itself (64 columns, four rounds) this was 34 µs after
-// the last W was published, on the critical path of the solve; earlier row blocks' columns finish
-// while the chain still runs.
-constexpr int kHandOff = 16;
+// The column parameters and M_J of every row block are made by kColumnWorkers extra blocks of the
+// same grid, each taking a quarter of a row block (16 columns: one round of its 16 half-warps) at a
+// time. Done by the row block itself (64 columns, four rounds) they took 40–65 µs after its W, which
+// held both its SM and its M_J from the apply running under the solve (H100, n = 5000, k = 16,
+// segments of 12: the first apply tile began at 96 µs instead of 31, and the call took 0.345 ms
+// instead of 0.318; with 24, 32, 48 and 64 workers 0.319, 0.318, 0.337 and 0.355 ms).
 constexpr int kColumnWorkers = 32;
 
 constexpr std::size_t tc_shared_bytes() {
@@ -73,6 +73,16 @@ __device__ inline void issue_tile(double* dst, const double* L, long long ldl, i
       d[0] = in0 ? src[0] : 0.0;
       d[1] = in1 ? src[1] : 0.0;
     }
+  }
+}
+
+// A 64×64 tile of L as loaded into shared memory (column-major, ld kTcLd) to the workspace's
+// backup (64×64 column-major), by all threads of the block. Streaming stores: read back only for a
+// refused matrix.
+__device__ inline void save_tile(double* saved, const double* tile) {
+  for (int e = threadIdx.x; e < kTrsmBlock * kTrsmBlock / 2; e += blockDim.x) {
+    const int col = e / (kTrsmBlock / 2), r = (e % (kTrsmBlock / 2)) * 2;
+    __stcs(reinterpret_cast<double2*>(saved + col * kTrsmBlock + r), *reinterpret_cast<const double2*>(tile + col * kTcLd + r));
   }
 }
 
@@ -210,24 +220,30 @@ __device__ inline void form_mix(const ProductBuffers<double>& buf, int J, int ro
   }
 }
 
-// A column worker (trsm_tc_kernel's blocks past the row blocks): items are (row block J ≥
-// handed_off, quarter q) in order; for each, once W_J and the prefix I + Σ_{I<J} W_Iᵀ W_I are
+// A column worker (trsm_tc_kernel's blocks past the row blocks): items are (row block J, quarter q)
+// in order; for each, once W_J and the prefix I + Σ_{I<J} W_Iᵀ W_I are
 // published, columns q, q + 4, …, q + 60 of block J (one per half-warp: each quarter gets a like
 // share of the longer prefix sums) and then those columns of M_J. Workers wait only on row blocks
 // (earlier tickets), never the reverse.
-__device__ inline void column_worker(ProductStatus& status, const ProductBuffers<double>& buf, int n, int handed_off,
+__device__ inline void column_worker(ProductStatus& status, const ProductBuffers<double>& buf, int* mix_ready, int n,
                                      double* w_block, double* prefix, double* transposes) {
   constexpr int B = kTrsmBlock, K = 16, kWarps = kTcThreads / 32;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int blocks = ProductBuffers<double>::blocks(n);
-  const int items = 4 * (blocks - handed_off);
+  const int items = 4 * blocks;
   __shared__ int item_s;
   for (;;) {
     if (t == 0) item_s = atomicAdd(&status.column_ticket, 1);
     __syncthreads();
     const int item = item_s;
-    if (item >= items) return;
-    const int J = handed_off + item / 4, q = item % 4;
+    if (item >= items) {
+      if (t == 0) {
+        atomicMax(&status.clock[kSolveEnd], clock_ns());
+        release_add(&status.solve_exits, 1);  // after this block's guard writes (this thread's atomics)
+      }
+      return;
+    }
+    const int J = item / 4, q = item % 4;
     const int r0 = J * B, rows = n - r0 < B ? n - r0 : B;
     if (t == 0) {
       wait_at_least(&status.progress, kWarps * (J + 1));  // W_J
@@ -243,6 +259,7 @@ __device__ inline void column_worker(ProductStatus& status, const ProductBuffers
     if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
     form_mix(buf, J, rows, w_block, transposes, q, 4);  // the z_j and m_j of this block's stores above
     __syncthreads();  // w_block, prefix, the stage and item_s are refilled next
+    if (t == 0) release_add(mix_ready + J, 1);  // a quarter of M_J (and its z_j, m_j): four make it whole
   }
 }
 
@@ -274,12 +291,19 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int mg = warp % 4, half = warp / 4, g = lane / 4, c = lane % 4;
 
-  if (t == 0) taken = atomicAdd(&status.ticket, 1);
+  // apply_tc_kernel, launched next as a programmatic dependent, may start once every block here has
+  // begun: its blocks take the SMs this grid leaves and those it frees, and wait on `ready`.
+  allow_dependents();
+  if (t == 0) {
+    atomicMax(&status.clock[kSolveStart], ~clock_ns());
+    taken = atomicAdd(&status.ticket, 1);
+  }
   __syncthreads();
   const int blocks = ProductBuffers<D>::blocks(n);
-  const int handed_off = blocks > kHandOff ? blocks - kHandOff : 0;  // the first row block left to the workers
+  int* const row_ready = work.ready + m * 2 * blocks;
+  int* const mix_ready = row_ready + blocks;
   if (taken >= blocks) {
-    column_worker(status, buf, n, handed_off, w_own, scratch, tile(0));
+    column_worker(status, buf, mix_ready, n, w_own, scratch, tile(0));
     return;
   }
   const int J = taken;
@@ -551,6 +575,7 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   if (lane == 0) {
     ::cuda::atomic_ref<int, ::cuda::thread_scope_device> progress(status.progress);
     progress.fetch_add(1, ::cuda::memory_order_release);
+    if (J == blocks - 1) atomicMax(&status.clock[kLastW], clock_ns());
   }
   // The tiles step 7 needs (J−2, J−1 and the diagonal), loading during the gram step. (Issued
   // before the chain step instead, they delayed the accumulation the chain waits on.)
@@ -581,7 +606,8 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     reopen(I);
     accumulate(tile(I - J + 2), I);
   }
-  flush();
+  flush();  // ends with a barrier: every segment sum is written, and this block reads no more of L
+  if (t == 0) release_store(row_ready + J, 1);
 
   // 8. ρ over this block's rows: s(r) / (‖L(r, :)‖² + ‖v_r‖²)^½.
 #pragma unroll
@@ -604,23 +630,12 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     atomicMax(&status.rho_bits, static_cast<unsigned long long>(__double_as_longlong(rho != rho ? HUGE_VAL : rho)));
   }
 
-  // 9. m_j and z_j of this block's columns, two per warp (column_parameters_16; prefix J was
-  //    published before the wait in step 6 returned), except in the last kHandOff row blocks: there
-  //    the column workers take them. The tile buffer holds the transposes.
-  if (J < handed_off) {
-    double* transpose = tile(0) + warp * 2 * 16 * 17 + (lane / 16) * 16 * 17;
-    const double* prefix = buf.prefix + std::size_t(J) * K * K;
-    for (int c0 = 2 * warp; c0 < rows; c0 += 2 * kWarps) {
-      const int cl = c0 + lane / 16;
-      if (column_parameters_16(r0 + cl, cl < rows ? cl : c0, cl < rows, prefix, w_own, transpose, buf, lane % 16))
-        bad = true;
-    }
-  }
-
-  // 10. M_J for apply_tc_kernel, unless the column workers make it. The z_j and m_j of the block's
-  //     columns were written by its warps: visible after the barrier.
+  // 9. The guard's verdict on this block's W, then the block's end (its columns are the workers').
   if (__syncthreads_or(bad) && t == 0) atomicOr(&status.reject, 1);
-  if (J < handed_off) form_mix(buf, J, rows, w_own, tile(0), 0, 1);
+  if (t == 0) {
+    atomicMax(&status.clock[kSolveEnd], clock_ns());
+    release_add(&status.solve_exits, 1);  // ρ's atomics above were before the barrier
+  }
 }
 
 // ---- L̃ = L·M on the tensor cores -------------------------------------------------------------------
@@ -634,6 +649,14 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
 // nq = 0, 1 carry columns 8nq… of the carry; it goes through shared memory once per tile to become
 // an A operand. (With 8 warps, each making 32 output columns, the apply was 5% slower: a tile's
 // products are latency-bound with two warps per scheduler.)
+//
+// Under the solve: the kernel is a programmatic dependent of trsm_tc_kernel, so its blocks start on
+// the SMs the solve leaves free and on those its row blocks free as the chain passes. A block waits
+// only for what its segment reads — row block R's segment sums (ready[R], which also says the
+// solve has read R's rows of L for the last time) and M_J for its column blocks (ready[blocks + J])
+// — and blocks are numbered in row-block order, the order in which the chain makes them ready. The
+// guard is known only when the solve ends, so each tile is first copied as found to the workspace's
+// backup; finish_tc_kernel then either commits the matrix or puts every tile back.
 constexpr int kApplyTcThreads = 512;
 constexpr int kTcStage = 2 * kTrsmBlock * kTcLd + 2 * kTrsmBlock * kTcRhsLd;  // doubles per stage
 
@@ -653,24 +676,57 @@ __device__ inline void issue_rows(double* dst, const double* src, int first, int
   }
 }
 
+// Apply items in row-block order: row block R has R/S + 1 segments (the last one ends at the
+// diagonal). The grid is blocks × segments, more than there are items: the rest are empty.
+__host__ __device__ inline int apply_tc_items(int blocks, int S) {
+  int items = 0;
+  for (int R = 0; R < blocks; ++R) items += R / S + 1;
+  return items;
+}
+__device__ inline ApplyTiles apply_tiles_in_row_order(int blocks, int S) {
+  int k = static_cast<int>(blockIdx.x);
+  for (int R = 0; R < blocks; ++R) {
+    const int segments = R / S + 1;
+    if (k < segments) {
+      const int top = S * k + S - 1 < R ? S * k + S - 1 : R;
+      return ApplyTiles{R, k, top, S * k, false};
+    }
+    k -= segments;
+  }
+  return ApplyTiles{0, 0, -1, 0, true};
+}
+
 __global__ void __launch_bounds__(kApplyTcThreads, 1)
     apply_tc_kernel(double* l_all, long long ldl, long long stride_l, int n, bool aligned, ProductWork<double> work,
-                    long long first_matrix, double tau_limit, int* info) {
+                    long long first_matrix) {
   constexpr int B = kTrsmBlock;
   constexpr int K = 16;
+  constexpr int S = ProductBuffers<double>::segment_tiles(K);
   extern __shared__ __align__(16) unsigned char smem[];
   double* stages = reinterpret_cast<double*>(smem);
   double* carry_s = stages + 2 * kTcStage;  // [row][kTcRhsLd]
 
-  const ApplyJob<double, K> job = apply_job<double, K>(l_all, stride_l, n, work, first_matrix, tau_limit, info);
-  if (!job.run) return;
-  const ProductBuffers<double>& buf = job.buf;
-  double* L = job.L;
-  const int row_block = job.tiles.row_block, top = job.tiles.top, bottom = job.tiles.bottom;
+  allow_dependents();  // finish_tc_kernel's launch; it waits for this grid to end before reading
+  const int blocks = ProductBuffers<double>::blocks(n);
+  const ApplyTiles tiles = apply_tiles_in_row_order(blocks, S);
+  if (tiles.empty) return;
+  const long long m = first_matrix + blockIdx.y;
+  const ProductBuffers<double> buf = ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K);
+  double* L = l_all + m * stride_l;
+  const int segments = ProductBuffers<double>::segments(n, K);
+  const int row_block = tiles.row_block, top = tiles.top, bottom = tiles.bottom;
   const int r0 = row_block * B;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int mg = warp % 4, nq = warp / 4, g = lane / 4, c = lane % 4;
   const bool carries = nq < 2;  // warps nq = 0, 1 carry columns 8nq … of S
+  if (t == 0) {
+    int* const ready = work.ready + m * 2 * blocks;
+    atomicMax(&work.status[m].clock[kApplyStart], ~clock_ns());
+    wait_at_least(ready + row_block, 1);
+    for (int J = bottom; J <= top; ++J) wait_at_least(ready + blocks + J, 4);
+    atomicMax(&work.status[m].clock[kApplyFirstTile], ~clock_ns());
+  }
+  __syncthreads();  // what the solve published is read below through L2 (cp.async.cg, __ldcg)
   // Stage b: the L tile, M_J (both column-major, ld kTcLd), W_J and Z_J ([row][kTcRhsLd]).
   const auto l_tile = [&](int b) { return stages + b * kTcStage; };
   const auto m_tile = [&](int b) { return stages + b * kTcStage + B * kTcLd; };
@@ -695,7 +751,11 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) carry[mt][i] = job.carry_from_right(8 * nq + 2 * c + i, 16 * mg + 8 * mt + g);
+      for (int i = 0; i < 2; ++i) {
+        const int p = 8 * nq + 2 * c + i, row = 16 * mg + 8 * mt + g;
+        for (int s = tiles.segment + 1; s <= row_block / S; ++s)
+          carry[mt][i] += __ldcg(buf.partial + ((std::size_t(row_block) * segments + s) * K + p) * B + row);
+      }
 
   issue(top, 0);
   for (int J = top, b = 0; J >= bottom; --J, b ^= 1) {
@@ -709,6 +769,7 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
     wait_async<1>();
     __syncthreads();
     const double* a_tile = l_tile(b);
+    save_tile(buf.backup + (std::size_t(row_block) * (row_block + 1) / 2 + J) * B * B, a_tile);
     const double* mix = m_tile(b) + (16 * nq + g) * kTcLd + c;
     const double* w = w_rows(b) + c * kTcRhsLd + 8 * (nq & 1) + g;
     const double* z = z_rows(b) + (16 * nq + g) * kTcRhsLd + c;
@@ -766,6 +827,47 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
     __syncthreads();  // the stage and carry_s are refilled next
   }
   wait_async<0>();
+  if (t == 0) atomicMax(&work.status[m].clock[kApplyEnd], clock_ns());
+}
+
+// After apply_tc_kernel (a programmatic dependent of it, as the rotation pipeline's launches are of
+// this): once every solve block has ended, the guard (product_commits) either commits the matrix —
+// info = 0, done for the pipeline — or every tile the apply overwrote is put back from the backup,
+// bit for bit, and the pipeline then runs on the matrix as it was.
+constexpr int kFinishThreads = 256;
+constexpr unsigned kFinishBlocks = 128;  // the restore's grid; on a commit each block returns at once
+
+__global__ void __launch_bounds__(kFinishThreads) finish_tc_kernel(double* l_all, long long ldl, long long stride_l, int n,
+                                                                   ProductWork<double> work, long long first_matrix,
+                                                                   double tau_limit, int* info) {
+  constexpr int B = kTrsmBlock, K = 16;
+  __shared__ int commits;
+  wait_for_predecessor();  // the apply has ended: L̃ and the backup are written
+  allow_dependents();
+  const long long m = first_matrix + blockIdx.y;
+  ProductStatus& status = work.status[m];
+  const int blocks = ProductBuffers<double>::blocks(n);
+  if (threadIdx.x == 0) {
+    if (blockIdx.x == 0) status.clock[kFinish] = clock_ns();
+    wait_at_least(&status.solve_exits, blocks + kColumnWorkers);  // the guard's inputs are final
+    commits = product_commits(status, n, tau_limit, info, m) ? 1 : 0;
+  }
+  __syncthreads();
+  if (commits != 0) return;
+  const ProductBuffers<double> buf = ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K);
+  double* L = l_all + m * stride_l;
+  const std::size_t tiles = ProductBuffers<double>::tiles(n);
+  for (std::size_t q = blockIdx.x; q < tiles; q += gridDim.x) {
+    int R = static_cast<int>((sqrt(8.0 * double(q) + 1.0) - 1.0) / 2.0);  // q = R(R+1)/2 + J, J ≤ R
+    while (std::size_t(R + 1) * (R + 2) / 2 <= q) ++R;
+    while (std::size_t(R) * (R + 1) / 2 > q) --R;
+    const int J = static_cast<int>(q - std::size_t(R) * (R + 1) / 2);
+    const double* saved = buf.backup + q * B * B;
+    for (int e = threadIdx.x; e < B * B; e += kFinishThreads) {
+      const int row = R * B + e % B, col = J * B + e / B;
+      if (row < n && col <= row) L[row + std::size_t(col) * ldl] = __ldcs(saved + e);
+    }
+  }
 }
 
 }  // namespace

@@ -386,6 +386,34 @@ TEST(CholupdateGpuBatch, FourThousandCellsUpdateThenDowndate) {
   EXPECT_TRUE(std::all_of(out.info.begin(), out.info.end(), [](int i) { return i == 0; }));
 }
 
+// Real double with 4 < k ≤ 16 (the tensor-core product path) also keeps every lower 64×64 tile of
+// the factor as found, so that its apply can run under the solve and a matrix the guard refuses is
+// put back bit for bit. Per matrix, b = ⌈n/64⌉ row blocks: O(n·k), the segment sums (k·64 elements
+// per row block and segment of 8 tiles), one 64² M_J per row block and the b(b+1)/2 tiles.
+TEST(CholupdateGpuWorkspace, RealDoubleTensorCorePathAddsOneCopyOfTheLowerTiles) {
+  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  Exec exec = Exec::cuda();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu workspace tc"));
+  for (int n : {300, 2000}) {
+    const std::size_t b = (std::size_t(n) + 63) / 64, tiles = b * (b + 1) / 2;
+    const std::size_t bytes = cholupdate_workspace<f64>(exec, n, 16, 2);
+    const std::size_t per_matrix =
+        3 * std::size_t(n) * 16 + (b + 1) * 16 * 16 + b * ((b + 7) / 8) * 16 * 64 + b * 64 * 64 + 64 * 16 * 64;
+    const std::size_t backup = tiles * 64 * 64;
+    EXPECT_LE(bytes, 2 * sizeof(double) * (per_matrix + backup + 4096)) << "n=" << n;
+    EXPECT_GE(bytes, 2 * sizeof(double) * backup) << "n=" << n;
+    // Rank 4 takes the SIMT product path: no backup.
+    EXPECT_LT(cholupdate_workspace<f64>(exec, n, 4, 2), 2 * sizeof(double) * backup / 4) << "n=" << n;
+    exec.workspace().reserve(bytes);
+    const std::size_t growth = exec.workspace().growth_count();
+    const CholCase<f64> c = test::make_update_case<f64>(FactorKind::random, n, 16, 2, rng);
+    const GpuRun<f64> out = run_gpu(exec, c, Sign::update);
+    EXPECT_EQ(product_committed(exec, c.count), (std::vector<int>{1, 1})) << "n=" << n;
+    EXPECT_EQ(out.info, (std::vector<int>{0, 0})) << "n=" << n;
+    EXPECT_EQ(exec.workspace().growth_count(), growth) << "n=" << n;
+  }
+}
+
 TEST(CholupdateGpuWorkspace, ReservedOnceNeverGrowsAndIsNeverACopyOfTheFactor) {
   if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
   Exec exec = Exec::cuda();

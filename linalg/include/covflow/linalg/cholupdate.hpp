@@ -43,8 +43,10 @@ enum class Sign : std::int8_t {
 // CUDA, n ≤ 256: updates likewise (input checked, then one sweep in place, same exception);
 // downdates work on a shared-memory copy of the triangle written back on success (or
 // probe-then-commit when it does not fit). CUDA, n > 256: the product form writes only after its
-// guard has passed on the device (otherwise nothing); the rotation pipeline always probes, then
-// commits.
+// guard has passed on the device (otherwise nothing) — except on its tensor-core path (real double,
+// 4 < k ≤ 16), which writes L̃ while the triangular solve still runs and, when the guard then refuses
+// the matrix, puts every tile back from a copy in the workspace; the rotation pipeline always
+// probes, then commits.
 //
 // l:    count × (n × n) lower factors. Only the lower triangle is read and written; the strict
 //       upper triangle is never referenced. The diagonal is read as its real part (a factor's
@@ -69,8 +71,11 @@ inline constexpr std::int64_t kCudaMaxRank = 64;
 // Bytes of scratch cholupdate takes from exec.workspace() for this shape: O(n·k) per matrix in
 // flight (CPU: a copy of V per worker; CUDA: the rotation parameters of every column for n > 256,
 // nothing for n ≤ 256), plus on CUDA, for updates with n > 256, the product form's sums over
-// segments of the factor's 64×64 tiles, O(n²k/64²) (4.5 MB at n = 5000, k = 16, double) — never a
-// copy of L. Reserve them once at start-up and cholupdate never allocates.
+// segments of the factor's 64×64 tiles, O(n²k/64²). Real double with n > 256 and 4 < k ≤ 16 (the
+// tensor-core path) also takes one copy of the factor's lower 64×64 tiles and a 64×64 block per row
+// block — about 4.5·n² bytes per matrix (113 MB at n = 5000, 1.7 GB at n = 20000) — so that
+// its apply can run under the solve and a refused matrix is put back bit for bit. No other shape
+// takes a copy of L. Reserve them once at start-up and cholupdate never allocates.
 template <class T>
 std::size_t cholupdate_workspace(const Exec& exec, std::int64_t n, std::int64_t k, std::int64_t count);
 
