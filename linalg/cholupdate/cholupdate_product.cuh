@@ -682,13 +682,14 @@ __device__ inline bool product_commits(ProductStatus& status, int n, double tau_
   return true;
 }
 
-// The tiles of apply block blockIdx.x: column blocks top … bottom of segment `segment` (S column
-// blocks) of its row block, none when `empty` (past the last segment). Blocks are numbered longest
-// first, so the hardware, starting blocks in that order as SMs free up, schedules the longest job
-// first: all full segments (by segment, row blocks from the last), then the partial ones, S − 1
-// tiles down to 1. (One block per SM taking segments from a counter, the next segment's first
-// tile loading during the last tile of the one before, was slower: 0.129 against 0.102 ms at
-// n = 5000.)
+// The tiles of apply_kernel's block blockIdx.x: column blocks top … bottom of segment `segment` (S
+// column blocks) of its row block, none when `empty` (past the last segment). Blocks are numbered
+// longest first, so the hardware, starting blocks in that order as SMs free up, schedules the
+// longest job first: all full segments (by segment, row blocks from the last), then the partial
+// ones, S − 1 tiles down to 1. (Measured on the tensor-core apply when it still ran after the solve,
+// session 10: one block per SM taking segments from a counter, the next segment's first tile
+// loading during the last tile of the one before, was slower, 0.129 against 0.102 ms at n = 5000.
+// That apply now runs under the solve and takes its segments in row-block order instead.)
 struct ApplyTiles {
   int row_block, segment, top, bottom;
   bool empty;
@@ -716,9 +717,9 @@ __device__ inline ApplyTiles apply_tiles(int blocks, int S) {
   return a;  // past the last segment: the grid is blocks × segments, more than there are
 }
 
-// An apply block's setup, shared by apply_kernel and apply_tc_kernel: nothing to do (`run` false)
-// when the guard refused the matrix (product_commits) or the block has no tiles (apply_tiles);
-// else the matrix's buffers and factor and the block's tiles.
+// An apply_kernel block's setup: nothing to do (`run` false) when the guard refused the matrix
+// (product_commits) or the block has no tiles (apply_tiles); else the matrix's buffers and factor
+// and the block's tiles. (apply_tc_kernel runs before the guard is known: see finish_tc_kernel.)
 template <class D, int K>
 struct ApplyJob {
   bool run;
