@@ -368,6 +368,25 @@ TYPED_TEST(CholupdateGpu, ProductFormRefusesBadInputAndThePipelineReportsIt) {
     }
 }
 
+// The largest single factor: n = 20000, double, k = 16 — the tensor-core product path with
+// a solve grid (313 row blocks and the column workers) that does not fit on the GPU at once, so
+// the apply that runs under it starts only once every solve block has begun. Reconstruction by
+// probes, 10·n·ε; the strict upper triangle untouched.
+TEST(CholupdateGpuLarge, TwentyThousandUpdateOnTheTensorCorePath) {
+  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  Exec exec = Exec::cuda();
+  std::mt19937_64 rng(test::fresh_seed("cholupdate gpu n=20000"));
+  const int n = 20000, k = 16;
+  const CholCase<f64> c = test::make_update_case<f64>(FactorKind::random, n, k, 1, rng);
+  const GpuRun<f64> out = run_gpu(exec, c, Sign::update);
+  ASSERT_EQ(out.info[0], 0) << where("n=20000 update", n, k, 0, c.seed);
+  EXPECT_EQ(product_committed(exec, 1), std::vector<int>{1}) << where("n=20000 update: committed", n, k, 0, c.seed);
+  const double error = errors_of(c, out.l, {0})[0];
+  EXPECT_LE(error, test::chol_tolerance) << where("n=20000 update", n, k, 0, c.seed);
+  EXPECT_TRUE(test::upper_untouched(c.factor(0), out.l.data(), n)) << where("n=20000 upper triangle", n, k, 0, c.seed);
+  std::printf("[ errors   ] update random n=%d k=%d reconstruction %.3f n·ε (probed)\n", n, k, error);
+}
+
 // The adaptive-filter shape of the benchmark: 4096 cells of 64×64 complex double, k = 4; a sample
 // of cells checked.
 TEST(CholupdateGpuBatch, FourThousandCellsUpdateThenDowndate) {
