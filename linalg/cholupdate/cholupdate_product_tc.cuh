@@ -1,9 +1,11 @@
-// Internal to cholupdate_cuda.cu: the product path's W = L⁻¹V for real double with k ≤ 16 on the
-// FP64 tensor cores (mma.sync m16n8k4 .f64), with the column parameters m_j, z_j folded in.
+// Internal to cholupdate_cuda.cu: the product path for real double with 4 < k ≤ 16 on the FP64
+// tensor cores (mma.sync m16n8k4 .f64) — W = L⁻¹V with the column parameters m_j, z_j and M_J made
+// by workers of the same grid, the apply L̃ = L·M running under that solve, and the finish that
+// decides the guard (below, "L̃ = L·M on the tensor cores").
 //
-// Same mathematics and workspace as trsm_kernel + column_kernel (cholupdate_product.cuh): row
-// blocks J of 64 rows taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain
-// W_J = X·(V_J − Σ_{I<J} L_JI W_I). What differs is where the chain's time goes. On the H100 the
+// Same mathematics as trsm_kernel + column_kernel (cholupdate_product.cuh); the workspace adds M_J
+// per row block, the ready counts and a copy of the factor's lower tiles. Row blocks J of 64 rows
+// taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain W_J = X·(V_J − Σ_{I<J} L_JI W_I). What differs is where the chain's time goes. On the H100 the
 // SIMT version spent 4.9 µs per row block (n = 5000, k = 16): 3.5 µs in the 64×64 by 64×16
 // product Y·W_{J−1} (every thread reading all of W_{J−1} from shared memory: bound by shared
 // memory bandwidth) and, on the next block, 3.4 + 1.6 µs accumulating L_{J,J−2}W_{J−2} and forming
