@@ -717,9 +717,9 @@ __device__ inline ApplyTiles apply_tiles(int blocks, int S) {
   return a;  // past the last segment: the grid is blocks × segments, more than there are
 }
 
-// An apply_kernel block's setup: nothing to do (`run` false) when the guard refused the matrix
-// (product_commits) or the block has no tiles (apply_tiles); else the matrix's buffers and factor
-// and the block's tiles. (apply_tc_kernel runs before the guard is known: see finish_tc_kernel.)
+// An apply block's job: the matrix's buffers and factor and the block's tiles. apply_job makes
+// apply_kernel's (nothing to do, `run` false, when the guard refused the matrix or the block has no
+// tiles); apply_tc_kernel makes its own, before the guard is known (see finish_tc_kernel).
 template <class D, int K>
 struct ApplyJob {
   bool run;
@@ -728,11 +728,16 @@ struct ApplyJob {
   int segments;
   ApplyTiles tiles;
   // Entry p of the carry for row `row` of the row block at the block's right edge: the trsm's sums
-  // of the segments to the right.
+  // of the segments to the right. kThroughL2: read past the L1 (__ldcg), for a kernel that runs
+  // while the solve still writes other rows' sums (apply_tc_kernel; real types only).
+  template <bool kThroughL2 = false>
   __device__ D carry_from_right(int p, int row) const {
     D sum{};
-    for (int s = tiles.segment + 1; s <= tiles.row_block / ProductBuffers<D>::segment_tiles(K); ++s)
-      sum += buf.partial[((std::size_t(tiles.row_block) * segments + s) * K + p) * kTrsmBlock + row];
+    for (int s = tiles.segment + 1; s <= tiles.row_block / ProductBuffers<D>::segment_tiles(K); ++s) {
+      const D* at = buf.partial + ((std::size_t(tiles.row_block) * segments + s) * K + p) * kTrsmBlock + row;
+      if constexpr (kThroughL2) sum += __ldcg(at);
+      else sum += *at;
+    }
     return sum;
   }
 };

@@ -5,8 +5,8 @@
 //
 // Same mathematics as trsm_kernel + column_kernel (cholupdate_product.cuh); the workspace adds M_J
 // per row block, the ready counts and a copy of the factor's lower tiles. Row blocks J of 64 rows
-// taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain W_J = X·(V_J − Σ_{I<J} L_JI W_I). What differs is where the chain's time goes. On the H100 the
-// SIMT version spent 4.9 µs per row block (n = 5000, k = 16): 3.5 µs in the 64×64 by 64×16
+// taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain W_J = X·(V_J − Σ_{I<J} L_JI W_I).
+// What differs is where the chain's time goes. On the H100 the SIMT version spent 4.9 µs per row block (n = 5000, k = 16): 3.5 µs in the 64×64 by 64×16
 // product Y·W_{J−1} (every thread reading all of W_{J−1} from shared memory: bound by shared
 // memory bandwidth) and, on the next block, 3.4 + 1.6 µs accumulating L_{J,J−2}W_{J−2} and forming
 // X·R after W_{J−2} arrived. Here:
@@ -679,7 +679,7 @@ __device__ inline void issue_rows(double* dst, const double* src, int first, int
 }
 
 // Apply items in row-block order: row block R has R/S + 1 segments (the last one ends at the
-// diagonal). The grid is blocks × segments, more than there are items: the rest are empty.
+// diagonal). The grid has exactly apply_tc_items blocks; `empty` marks any past the last item.
 __host__ __device__ inline int apply_tc_items(int blocks, int S) {
   int items = 0;
   for (int R = 0; R < blocks; ++R) items += R / S + 1;
@@ -710,13 +710,14 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
 
   allow_dependents();  // finish_tc_kernel's launch; it waits for this grid to end before reading
   const int blocks = ProductBuffers<double>::blocks(n);
-  const ApplyTiles tiles = apply_tiles_in_row_order(blocks, S);
-  if (tiles.empty) return;
   const long long m = first_matrix + blockIdx.y;
-  const ProductBuffers<double> buf = ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K);
-  double* L = l_all + m * stride_l;
-  const int segments = ProductBuffers<double>::segments(n, K);
-  const int row_block = tiles.row_block, top = tiles.top, bottom = tiles.bottom;
+  const ApplyJob<double, K> job{true, ProductBuffers<double>::carve(work.buffers + m * work.per_matrix, n, K),
+                                l_all + m * stride_l, ProductBuffers<double>::segments(n, K),
+                                apply_tiles_in_row_order(blocks, S)};
+  if (job.tiles.empty) return;
+  const ProductBuffers<double>& buf = job.buf;
+  double* L = job.L;
+  const int row_block = job.tiles.row_block, top = job.tiles.top, bottom = job.tiles.bottom;
   const int r0 = row_block * B;
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int mg = warp % 4, nq = warp / 4, g = lane / 4, c = lane % 4;
@@ -753,11 +754,8 @@ __global__ void __launch_bounds__(kApplyTcThreads, 1)
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int p = 8 * nq + 2 * c + i, row = 16 * mg + 8 * mt + g;
-        for (int s = tiles.segment + 1; s <= row_block / S; ++s)
-          carry[mt][i] += __ldcg(buf.partial + ((std::size_t(row_block) * segments + s) * K + p) * B + row);
-      }
+      for (int i = 0; i < 2; ++i)
+        carry[mt][i] = job.carry_from_right<true>(8 * nq + 2 * c + i, 16 * mg + 8 * mt + g);
 
   issue(top, 0);
   for (int J = top, b = 0; J >= bottom; --J, b ^= 1) {
