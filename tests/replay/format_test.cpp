@@ -1,14 +1,22 @@
-// The byte layout: the CRC's check value, fixed offsets, and the worked example in
-// docs/frame-format.md, which is parsed from the document so the two cannot drift apart.
+// The byte layout: the CRC's check value and its agreement with zlib, fixed offsets, and the
+// worked example in docs/frame-format.md, which is parsed from the document so the two cannot
+// drift apart.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
+#include <zlib.h>
+#if COVFLOW_HAS_ISAL
+#include <isa-l/crc.h>
+#endif
+
 #include "covflow/replay/format.hpp"
+#include "covflow/replay/payload_mover.hpp"
 #include "covflow/replay/reader.hpp"
 #include "replay_test_support.hpp"
+#include "test_support.hpp"
 
 namespace covflow::replay {
 namespace {
@@ -23,6 +31,66 @@ TEST(ReplayFormat, Crc32IsZlibsCrc) {
   // Continuing a CRC equals computing it over the concatenation.
   EXPECT_EQ(format::crc32(as_bytes("56789"), format::crc32(as_bytes("1234"))), 0xCBF43926u);
 }
+
+// zlib's crc32 as the reference. zlib answers 0 for a null buffer whatever `crc` is (its way of
+// giving the initial value), so an empty span continues `crc` unchanged here, as format::crc32 does.
+std::uint32_t zlib_crc32(std::span<const std::byte> bytes, std::uint32_t crc = 0) {
+  if (bytes.empty()) return crc;
+  return static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+}
+
+// Whichever implementation this build uses (ISA-L's crc32_gzip_refl or zlib's), format::crc32 is
+// zlib's CRC: random lengths, starts at every alignment, continued from random values, and large
+// buffers whose lengths are not a multiple of any vector width.
+TEST(ReplayFormat, Crc32EqualsZlibForRandomBuffersStartsAndContinuations) {
+  const std::uint64_t seed = test::fresh_seed("crc32 against zlib");
+  SCOPED_TRACE(testing::Message() << "seed " << seed << ", CRC by " << crc32_implementation());
+  RecordProperty("crc32", crc32_implementation());
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> buffer((std::size_t(9) << 20) + 64);
+  for (auto& b : buffer) b = std::byte(rng());
+  const auto data = std::span<const std::byte>(buffer);
+
+  std::uniform_int_distribution<std::size_t> length(0, 5000), start(0, 63);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const auto bytes = data.subspan(start(rng), length(rng));
+    const auto crc = static_cast<std::uint32_t>(trial % 4 == 0 ? 0 : rng());
+    ASSERT_EQ(format::crc32(bytes, crc), zlib_crc32(bytes, crc))
+        << bytes.size() << " bytes at offset " << (bytes.data() - buffer.data()) << ", continued from " << crc;
+  }
+  for (std::size_t size : {std::size_t(1) << 20, (std::size_t(3) << 20) + 12345, (std::size_t(9) << 20) - 1}) {
+    const auto bytes = data.subspan(start(rng), size);
+    const auto crc = static_cast<std::uint32_t>(rng());
+    EXPECT_EQ(format::crc32(bytes), zlib_crc32(bytes)) << size << " bytes";
+    EXPECT_EQ(format::crc32(bytes, crc), zlib_crc32(bytes, crc)) << size << " bytes, continued from " << crc;
+    // Cut anywhere, the second half continued from the first equals the whole.
+    const std::size_t cut = std::uniform_int_distribution<std::size_t>(0, size)(rng);
+    EXPECT_EQ(format::crc32(bytes.subspan(cut), format::crc32(bytes.first(cut), crc)), zlib_crc32(bytes, crc))
+        << size << " bytes cut at " << cut;
+  }
+  EXPECT_EQ(format::crc32({}, 0x12345678u), 0x12345678u);
+}
+
+#if COVFLOW_HAS_ISAL
+// The build found ISA-L, so format::crc32 must be using it, and ISA-L's own entry point agrees
+// with zlib (checked directly, not only through format::crc32).
+TEST(ReplayFormat, Crc32UsesIsaLWhenBuiltWithIt) {
+  EXPECT_STREQ(crc32_implementation(), "ISA-L crc32_gzip_refl");
+  const std::uint64_t seed = test::fresh_seed("ISA-L against zlib");
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::vector<std::byte> buffer(70000);
+  for (auto& b : buffer) b = std::byte(rng());
+  std::uniform_int_distribution<std::size_t> length(1, 65536), start(0, 63);
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto bytes = std::span<const std::byte>(buffer).subspan(start(rng), length(rng));
+    const auto crc = static_cast<std::uint32_t>(rng());
+    ASSERT_EQ(crc32_gzip_refl(crc, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()),
+              zlib_crc32(bytes, crc))
+        << bytes.size() << " bytes, continued from " << crc;
+  }
+}
+#endif
 
 // The example of docs/frame-format.md: one snapshot frame of 2 channels × 1 snapshot × 1 cell,
 // cf32 values (1 + 2j) and (-0.5 + 0j), sequence 7 captured at 1 s, in a file created at

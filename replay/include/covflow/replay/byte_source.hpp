@@ -16,6 +16,8 @@ class ByteSource {
   // Bytes available, fixed when the source was opened.
   virtual std::uint64_t size() const = 0;
   // Fills `out` from `offset`; offset + out.size() <= size(). Throws IoError when the system fails.
+  // Must be safe to call from several threads at once on disjoint ranges (PayloadMover::read does);
+  // both sources below are (pread, memcpy).
   virtual void read(std::uint64_t offset, std::span<std::byte> out) = 0;
   // What error messages call the source: a path, or "<memory>".
   virtual const std::string& name() const = 0;
