@@ -185,7 +185,7 @@ std::uint64_t Reader::find_next_record(std::uint64_t from) {
   return records_end_;
 }
 
-bool Reader::advance(bool want_payload, RecordInfo& info, std::vector<std::byte>* payload) {
+bool Reader::advance(RecordInfo& info, const PayloadTarget* target) {
   while (position_ < records_end_) {
     const std::uint64_t at = position_;
     const std::uint64_t remaining = records_end_ - at;
@@ -229,10 +229,28 @@ bool Reader::advance(bool want_payload, RecordInfo& info, std::vector<std::byte>
     }
     const std::uint64_t end = at + record_header_bytes + raw.payload_bytes;
     info = RecordInfo{at, raw.frame_header()};
-    if (want_payload) {
-      payload->resize(static_cast<std::size_t>(raw.payload_bytes));  // fits in the file: checked above
-      source_->read(at + record_header_bytes, *payload);
-      const std::uint32_t computed = format::crc32(*payload, format::crc32(std::span(header).first(52)));
+    if (target != nullptr) {
+      const auto bytes = static_cast<std::size_t>(raw.payload_bytes);  // fits in the file: checked above
+      std::span<std::byte> into;
+      if (target->vector != nullptr) {
+        target->vector->resize(bytes);
+        into = *target->vector;
+      } else if (bytes <= target->span.size()) {
+        into = target->span.first(bytes);
+      } else {  // too large for the caller's buffer: the header alone, for the caller to refuse
+        position_ = end;
+        last_offset_ = at;
+        return true;
+      }
+      const std::uint32_t seed = format::crc32(std::span(header).first(52));
+      std::uint32_t computed = 0;
+      if (target->mover != nullptr) {
+        computed = target->mover->read(*source_, at + record_header_bytes, into, seed,
+                                       target->placed != nullptr ? *target->placed : Placed{});
+      } else {
+        source_->read(at + record_header_bytes, into);
+        computed = format::crc32(into, seed);
+      }
       if (computed != raw.record_crc) {
         report(at, end - at, DamageKind::payload_crc,
                fmt::format("record (sequence {}) CRC mismatch over header and payload (stored {:08x}, computed {:08x}); "
@@ -252,14 +270,22 @@ bool Reader::advance(bool want_payload, RecordInfo& info, std::vector<std::byte>
 std::optional<Frame> Reader::next() {
   RecordInfo info;
   Frame frame;
-  if (!advance(true, info, &frame.payload)) return std::nullopt;
+  const PayloadTarget target{.vector = &frame.payload};
+  if (!advance(info, &target)) return std::nullopt;
   frame.header = info.header;
   return frame;
 }
 
+std::optional<RecordInfo> Reader::next_into(std::span<std::byte> payload, PayloadMover& mover, const Placed& placed) {
+  RecordInfo info;
+  const PayloadTarget target{.span = payload, .mover = &mover, .placed = &placed};
+  if (!advance(info, &target)) return std::nullopt;
+  return info;
+}
+
 std::optional<RecordInfo> Reader::next_header() {
   RecordInfo info;
-  if (!advance(false, info, nullptr)) return std::nullopt;
+  if (!advance(info, nullptr)) return std::nullopt;
   return info;
 }
 

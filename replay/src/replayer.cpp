@@ -1,6 +1,7 @@
 #include "covflow/replay/replayer.hpp"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -48,6 +49,8 @@ Replayer::Replayer(Reader& reader, const ReplayOptions& options, Clock& clock)
     throw std::invalid_argument(fmt::format("replay speed must be finite and above 0 (got {})", options.speed));
   if (options.pace == Pace::fixed && (!std::isfinite(options.rate_hz) || options.rate_hz <= 0))
     throw std::invalid_argument(fmt::format("replay rate must be finite and above 0 Hz (got {})", options.rate_hz));
+  if (options.max_gap.count() <= 0)
+    throw std::invalid_argument(fmt::format("replay max_gap must be above 0 (got {} ns)", options.max_gap.count()));
   if (options.start_sequence && options.stop_sequence && *options.start_sequence > *options.stop_sequence)
     throw std::invalid_argument(fmt::format("replay start sequence {} is above the stop sequence {}",
                                             *options.start_sequence, *options.stop_sequence));
@@ -61,44 +64,129 @@ void Replayer::start_pass() {
   ++passes_;
 }
 
-std::optional<Frame> Replayer::next() {
-  std::optional<Frame> frame;
-  while (!frame) {
+namespace {
+
+// later − earlier in ns, without overflow; 0 when `later` is not later.
+double capture_gap_ns(std::int64_t earlier, std::int64_t later) {
+  return later > earlier ? double(std::uint64_t(later) - std::uint64_t(earlier)) : 0.0;
+}
+
+}  // namespace
+
+std::optional<RecordInfo> Replayer::fetch(std::vector<std::byte>* into, std::span<std::byte> span, PayloadMover* mover,
+                                          const Placed& placed) {
+  for (;;) {
     if (!in_pass_) start_pass();
-    frame = reader_.next();
-    if (frame && options_.stop_sequence && frame->header.sequence > *options_.stop_sequence) frame.reset();
-    if (!frame) {
+    std::optional<RecordInfo> info;
+    if (mover != nullptr) {
+      info = reader_.next_into(span, *mover, placed);
+    } else if (auto frame = reader_.next()) {
+      info = RecordInfo{reader_.last_offset(), frame->header};
+      *into = std::move(frame->payload);
+    }
+    if (info && options_.stop_sequence && info->header.sequence > *options_.stop_sequence) info.reset();
+    if (!info) {
       in_pass_ = false;
-      if (!options_.loop || pass_frames_ == 0) return std::nullopt;
-      // The gap after a pass's last frame: its mean interval (none for a single frame).
-      wrap_interval_ns_ = pass_frames_ > 1 ? (previous_capture_ - pass_first_capture_) / std::int64_t(pass_frames_ - 1) : 0;
+      if (!options_.loop || pass_frames_ == 0) {
+        finished_ = true;
+        return std::nullopt;
+      }
+      // The gap after the pass's last frame: its mean interval (none for a single frame).
+      wrap_interval_ns_ =
+          pass_frames_ > 1 ? capture_gap_ns(pass_first_capture_, previous_capture_) / double(pass_frames_ - 1) : 0.0;
       wrapped_ = true;
       continue;
     }
-    if (options_.start_sequence && frame->header.sequence < *options_.start_sequence) frame.reset();
+    if (options_.start_sequence && info->header.sequence < *options_.start_sequence) continue;
+    return info;
   }
+}
 
-  const std::int64_t capture = frame->header.capture_time_ns;
-  if (delivered_ == 0) {
+std::chrono::nanoseconds Replayer::schedule(std::int64_t capture) {
+  if (delivered_ == 0 || options_.pace == Pace::fast) {
     due_ = clock_.now();
   } else {
     double gap_ns = 0;
-    switch (options_.pace) {
-      case Pace::recorded:
-        gap_ns = double(wrapped_ ? wrap_interval_ns_ : std::max<std::int64_t>(0, capture - previous_capture_)) / options_.speed;
-        break;
-      case Pace::fixed: gap_ns = 1e9 / (options_.rate_hz * options_.speed); break;
-      case Pace::fast: gap_ns = 0; break;
+    if (options_.pace == Pace::fixed) {
+      gap_ns = 1e9 / (options_.rate_hz * options_.speed);
+    } else {
+      const double interval = wrapped_ ? wrap_interval_ns_ : capture_gap_ns(previous_capture_, capture);
+      gap_ns = interval / options_.speed;
+      if (gap_ns > double(options_.max_gap.count())) {
+        gap_ns = double(options_.max_gap.count());
+        ++clamped_;
+      }
     }
     due_ += std::chrono::nanoseconds(std::llround(gap_ns));
   }
-  if (options_.pace != Pace::fast && clock_.now() < due_) clock_.sleep_until(due_);
   if (pass_frames_ == 0) pass_first_capture_ = capture;
   previous_capture_ = capture;
   wrapped_ = false;
   ++pass_frames_;
   ++delivered_;
+  return due_;
+}
+
+std::optional<Frame> Replayer::next() {
+  if (staged_.valid) throw std::logic_error("Replayer::next: a record read by next_into is waiting to be delivered");
+  Frame frame;
+  const auto info = fetch(&frame.payload, {}, nullptr);
+  if (!info) return std::nullopt;
+  frame.header = info->header;
+  const std::chrono::nanoseconds due = schedule(frame.header.capture_time_ns);
+  if (options_.pace != Pace::fast && clock_.now() < due) clock_.sleep_until(due);
   return frame;
+}
+
+std::optional<Delivery> Replayer::next_into(std::span<std::byte> payload, PayloadMover& mover, std::chrono::nanoseconds wait,
+                                            const Placed& placed) {
+  if (staged_.valid && staged_.buffer != payload.data()) {
+    // Another buffer than the one the record waits in: read it again, into this one.
+    const std::uint64_t resume = reader_.position();
+    reader_.seek_offset(staged_.offset);
+    const auto started = clock_.now();
+    const auto again = reader_.next_into(payload, mover, placed);
+    reader_.seek_offset(resume);
+    if (!again || again->offset != staged_.offset) {
+      staged_.valid = false;  // the record no longer reads back: it was damaged in between (reported)
+      return std::nullopt;
+    }
+    staged_.buffer = payload.data();
+    staged_.delivery.read = clock_.now() - started;
+    staged_.delivery.fits = again->header.payload_bytes() <= payload.size();
+  }
+  if (!staged_.valid) {
+    if (finished_) return std::nullopt;
+    const auto started = clock_.now();
+    const auto info = fetch(nullptr, payload, &mover, placed);
+    if (!info) return std::nullopt;
+    staged_.valid = true;
+    staged_.offset = info->offset;
+    staged_.buffer = payload.data();
+    staged_.delivery = Delivery{.header = info->header,
+                                .due = std::chrono::nanoseconds(0),
+                                .read = clock_.now() - started,
+                                .fits = info->header.payload_bytes() <= payload.size(),
+                                .next_due = false};
+    // A fast replay's record is due when its read began; a paced one's when the schedule says.
+    staged_.delivery.due = options_.pace == Pace::fast ? started : schedule(info->header.capture_time_ns);
+    if (options_.pace == Pace::fast) schedule(info->header.capture_time_ns);
+  }
+  if (options_.pace != Pace::fast) {
+    const auto now = clock_.now();
+    if (now < staged_.delivery.due) {
+      if (staged_.delivery.due - now > wait) {
+        clock_.sleep_until(now + wait);
+        return std::nullopt;
+      }
+      clock_.sleep_until(staged_.delivery.due);
+    }
+  }
+  staged_.valid = false;
+  Delivery delivery = staged_.delivery;
+  if (options_.pace == Pace::fixed)
+    delivery.next_due = clock_.now() >= delivery.due + std::chrono::nanoseconds(std::llround(1e9 / (options_.rate_hz * options_.speed)));
+  return delivery;
 }
 
 }  // namespace covflow::replay

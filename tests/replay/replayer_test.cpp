@@ -1,7 +1,14 @@
 // The replayer's schedule, checked on a fake clock that advances only when slept on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <limits>
+
+#include "covflow/replay/format.hpp"
+#include "covflow/replay/payload_mover.hpp"
 #include "covflow/replay/replayer.hpp"
+#include "covflow/replay/writer.hpp"
 #include "replay_test_support.hpp"
 #include "test_support.hpp"
 
@@ -161,6 +168,149 @@ TEST(Replayer, RefusesImpossibleOptions) {
   EXPECT_THROW(Replayer(reader, {.speed = std::nan("")}), std::invalid_argument);
   EXPECT_THROW(Replayer(reader, {.pace = Pace::fixed, .rate_hz = -1}), std::invalid_argument);
   EXPECT_THROW(Replayer(reader, {.start_sequence = 5, .stop_sequence = 4}), std::invalid_argument);
+}
+
+// A file source that counts the payload bytes read through it (reads of more than a header).
+class CountingSource final : public ByteSource {
+ public:
+  explicit CountingSource(const std::filesystem::path& path) : inner_(open_file_source(path)) {}
+  std::uint64_t size() const override { return inner_->size(); }
+  const std::string& name() const override { return inner_->name(); }
+  void read(std::uint64_t offset, std::span<std::byte> out) override {
+    if (out.size() > format::record_header_bytes) payload_bytes += out.size();
+    inner_->read(offset, out);
+  }
+  std::atomic<std::uint64_t> payload_bytes{0};
+
+ private:
+  std::unique_ptr<ByteSource> inner_;
+};
+
+TEST(Replayer, NextIntoReadsAheadThenWaitsNoLongerThanToldUntilTheRecordIsDue) {
+  std::mt19937_64 rng(test::fresh_seed("next_into"));
+  test::ScratchDir dir;
+  record(rng, dir / "n.cvf", 6, true);
+  const auto expected = [&] {
+    Reader plain(dir / "n.cvf");
+    return test::read_all(plain);
+  }();
+  auto counting = std::make_unique<CountingSource>(dir / "n.cvf");
+  CountingSource& source = *counting;
+  Reader reader(std::move(counting));
+  FakeClock clock;
+  const nanoseconds start = clock.now();
+  Replayer replayer(reader, {.pace = Pace::fixed, .rate_hz = 40}, clock);  // a frame every 25 ms
+  PayloadMover mover({.threads = 2, .parallel_from_bytes = 0});
+  std::vector<std::byte> slot(1 << 16, std::byte{0xAB});
+  const nanoseconds wait(10'000'000);
+  std::size_t delivered = 0;
+  for (int call = 0; call < 100 && delivered < expected.size(); ++call) {
+    const std::uint64_t read_before = source.payload_bytes;
+    const nanoseconds before = clock.now();
+    const auto got = replayer.next_into(slot, mover, wait);
+    EXPECT_LE((clock.now() - before).count(), wait.count()) << "a call waits at most `wait`";
+    if (!got) {
+      EXPECT_FALSE(replayer.finished());
+      continue;
+    }
+    const Frame& want = expected[delivered];
+    EXPECT_EQ(got->header, want.header);
+    EXPECT_TRUE(got->fits);
+    EXPECT_EQ((got->due - start).count(), std::int64_t(delivered) * 25'000'000) << "frame " << delivered;
+    EXPECT_GE(clock.now(), got->due);
+    EXPECT_TRUE(std::equal(want.payload.begin(), want.payload.end(), slot.begin())) << "frame " << delivered;
+    // Frame 0 is read by the call that delivers it; later ones by the first call that waits for them.
+    if (delivered > 0) EXPECT_EQ(source.payload_bytes, read_before) << "frame " << delivered << " was read twice";
+    ++delivered;
+  }
+  EXPECT_EQ(delivered, expected.size());
+  EXPECT_FALSE(replayer.next_into(slot, mover, wait).has_value());
+  EXPECT_TRUE(replayer.finished());
+}
+
+TEST(Replayer, NextIntoAnotherBufferReadsTheWaitingRecordAgainAndATooSmallOneIsNotRead) {
+  std::mt19937_64 rng(test::fresh_seed("next_into buffers"));
+  test::ScratchDir dir;
+  record(rng, dir / "b.cvf", 3, false);
+  Reader plain(dir / "b.cvf");
+  const auto expected = test::read_all(plain);
+  Reader reader(dir / "b.cvf");
+  FakeClock clock;
+  Replayer replayer(reader, {.pace = Pace::fixed, .rate_hz = 10}, clock);
+  PayloadMover mover({.threads = 1});
+  std::vector<std::byte> first(1 << 16), second(1 << 16, std::byte{0x5A});
+  ASSERT_TRUE(replayer.next_into(first, mover, nanoseconds(0)).has_value());
+  EXPECT_FALSE(replayer.next_into(first, mover, nanoseconds(1'000'000)).has_value());  // frame 1 due in 100 ms
+  EXPECT_THROW(replayer.next(), std::logic_error) << "frame 1 waits to be delivered by next_into";
+  const auto got = replayer.next_into(second, mover, nanoseconds(200'000'000));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->header.sequence, expected[1].header.sequence);
+  EXPECT_TRUE(std::equal(expected[1].payload.begin(), expected[1].payload.end(), second.begin()));
+  // A buffer smaller than the payload: the header comes back, marked as not fitting, nothing read.
+  std::vector<std::byte> tiny(expected[2].payload.size() - 1, std::byte{0x11});
+  const auto small = replayer.next_into(tiny, mover, nanoseconds(200'000'000));
+  ASSERT_TRUE(small.has_value());
+  EXPECT_FALSE(small->fits);
+  EXPECT_EQ(small->header.sequence, expected[2].header.sequence);
+  EXPECT_TRUE(std::all_of(tiny.begin(), tiny.end(), [](std::byte b) { return b == std::byte{0x11}; }));
+}
+
+TEST(Replayer, NextIntoSkipsADamagedRecordAndDeliversTheRest) {
+  std::mt19937_64 rng(test::fresh_seed("next_into damage"));
+  test::ScratchDir dir;
+  record(rng, dir / "d.cvf", 5, true);
+  Reader plain(dir / "d.cvf");
+  const auto expected = test::read_all(plain);
+  auto bytes = test::read_bytes(dir / "d.cvf");
+  const std::uint64_t third = (*plain.index())[2].offset;
+  bytes[third + format::record_header_bytes + 3] ^= std::byte{0x10};  // in record 2's payload
+  test::write_bytes(dir / "d.cvf", bytes);
+  Reader reader(dir / "d.cvf");
+  FakeClock clock;
+  Replayer replayer(reader, {.pace = Pace::fast}, clock);
+  PayloadMover mover({.threads = 3, .parallel_from_bytes = 0});
+  std::vector<std::byte> slot(1 << 16);
+  std::vector<std::uint64_t> sequences;
+  while (auto got = replayer.next_into(slot, mover, nanoseconds(0))) {
+    const auto& want = *std::find_if(expected.begin(), expected.end(), [&](const Frame& f) { return f.header == got->header; });
+    EXPECT_TRUE(std::equal(want.payload.begin(), want.payload.end(), slot.begin()));
+    sequences.push_back(got->header.sequence);
+  }
+  EXPECT_EQ(sequences, (std::vector<std::uint64_t>{expected[0].header.sequence, expected[1].header.sequence,
+                                                   expected[3].header.sequence, expected[4].header.sequence}));
+  ASSERT_EQ(reader.damage().size(), 1u);
+  EXPECT_EQ(reader.damage()[0].kind, DamageKind::payload_crc);
+  EXPECT_EQ(reader.damage()[0].offset, third);
+}
+
+TEST(Replayer, AbsurdGapsBetweenCaptureTimesAreShortenedAndCounted) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("gaps"));
+  {
+    Writer writer(dir / "g.cvf");
+    // An hour's pause, then capture times at the ends of the int64 range (their difference
+    // overflows a signed subtraction), then a step back.
+    const std::int64_t captures[] = {0, 3'600'000'000'000, std::numeric_limits<std::int64_t>::min(),
+                                     std::numeric_limits<std::int64_t>::max(), 1'000};
+    std::uint64_t sequence = 0;
+    for (std::int64_t capture : captures) {
+      Frame frame = test::random_frame(rng, sequence++, PayloadKind::covariance, ElementType::cf32, 2);
+      frame.header.capture_time_ns = capture;
+      writer.write(frame);
+    }
+  }
+  Reader reader(dir / "g.cvf");
+  FakeClock clock;
+  const nanoseconds start = clock.now();
+  Replayer replayer(reader, {.pace = Pace::recorded, .max_gap = std::chrono::seconds(2)}, clock);
+  PayloadMover mover({.threads = 1});
+  std::vector<std::byte> slot(1 << 12);
+  std::vector<std::int64_t> due;
+  while (auto got = replayer.next_into(slot, mover, std::chrono::seconds(5))) due.push_back((got->due - start).count());
+  // 0; +1 h → 2 s; a step back → 0; min → max (2^64 − 1 ns) → 2 s; a step back → 0.
+  EXPECT_EQ(due, (std::vector<std::int64_t>{0, 2'000'000'000, 2'000'000'000, 4'000'000'000, 4'000'000'000}));
+  EXPECT_EQ(replayer.clamped_gaps(), 2u);
+  EXPECT_THROW(Replayer(reader, {.max_gap = nanoseconds(0)}), std::invalid_argument);
 }
 
 }  // namespace

@@ -15,12 +15,14 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "covflow/replay/byte_source.hpp"
 #include "covflow/replay/format.hpp"
 #include "covflow/replay/frame.hpp"
+#include "covflow/replay/payload_mover.hpp"
 
 namespace covflow::replay {
 
@@ -64,6 +66,14 @@ class Reader {
 
   // The next whole record whose CRCs check out; nullopt at the end of the records.
   std::optional<Frame> next();
+  // The same without a Frame: the payload is read straight into the start of `payload` and its CRC
+  // checked in the same pass by `mover` (several threads), so a 47 MB record costs one pass over
+  // memory and no allocation. A record that does not check out is reported as damage and skipped,
+  // as next() does (what it left in `payload` is garbage). A record whose payload is larger than
+  // `payload` is not read: its header comes back (header CRC checked, payload neither read nor
+  // checked) so that the caller can refuse it by its shape. `placed` hears of each stretch of the
+  // payload as it lands (PayloadMover::read).
+  std::optional<RecordInfo> next_into(std::span<std::byte> payload, PayloadMover& mover, const Placed& placed = {});
   // The next record's header (header CRC checked; the payload is neither read nor checked).
   std::optional<RecordInfo> next_header();
   // Offset of the record the last next()/next_header() returned.
@@ -76,6 +86,8 @@ class Reader {
   // at the end when there is none.
   bool seek_sequence(std::uint64_t sequence);
   std::uint64_t position() const { return position_; }
+  // Positions the reader at `offset`: a record's (last_offset()) or a position() seen before.
+  void seek_offset(std::uint64_t offset) { position_ = std::min(std::max(offset, records_begin_), records_end_); }
   // Where the records end: the index's offset, or the file's size.
   std::uint64_t records_end() const { return records_end_; }
 
@@ -85,7 +97,16 @@ class Reader {
  private:
   void open();
   void load_index();
-  bool advance(bool want_payload, RecordInfo& info, std::vector<std::byte>* payload);
+  // Where advance() puts a payload: a vector (resized to it), or a span through a mover.
+  struct PayloadTarget {
+    std::vector<std::byte>* vector = nullptr;
+    std::span<std::byte> span{};
+    PayloadMover* mover = nullptr;
+    const Placed* placed = nullptr;
+  };
+  // Finds the next valid record; with a target, reads its payload there and checks its CRC
+  // (skipping records that fail); without one, checks the header alone.
+  bool advance(RecordInfo& info, const PayloadTarget* target);
   std::uint64_t find_next_record(std::uint64_t from);
   void report(std::uint64_t offset, std::uint64_t length, DamageKind kind, std::string detail);
 
