@@ -229,6 +229,14 @@ class Loader {
                        max_frame_bytes, frame_bytes, per_cell,
                        c.scenario.payload == ScenarioPayload::snapshots ? "samples" : "matrix elements", c.scenario.cells,
                        element_bytes));
+    const FeedShape& feed = c.ingest.zmq.shape;
+    const double feed_bytes = (feed.payload == ScenarioPayload::snapshots ? double(feed.elements) * double(feed.snapshots)
+                                                                          : double(feed.elements) * double(feed.elements)) *
+                              double(feed.cells) * (feed.element_type == SampleType::cf64 ? 16 : 8);
+    if (feed_bytes > max_frame_bytes)
+      fail_at({"ingest.zmq.shape.cells", "ingest.zmq.shape.snapshots", "ingest.zmq.shape.elements",
+               "ingest.zmq.shape.payload", "ingest.zmq.shape.element_type"},
+              fmt::format("expected a record payload of at most {} bytes (got {} bytes)", max_frame_bytes, feed_bytes));
     const AngleGrid& grid = c.pipeline.stages.subspace.angle_grid;
     if (grid.max_deg <= grid.min_deg)
       fail(where_of({"pipeline.stages.subspace.angle_grid.max_deg", "pipeline.stages.subspace.angle_grid.min_deg"}),

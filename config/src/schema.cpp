@@ -70,6 +70,10 @@ std::vector<Key> make_keys() {
       {.path = "ingest.source", .access = COVFLOW_CHOICE(ingest.source),
        .description = "Where frames come from: the built-in scenario, a frame file, or a ZeroMQ feed",
        .choices = names(ingest_source_names)},
+      {.path = "ingest.threads", .access = COVFLOW_REF(ingest.threads),
+       .description = "Threads that check (CRC) and place each record of a file or feed into its frame slot; 0: three "
+                      "quarters of the host's cores, at most 12",
+       .ints = {0, 256}},
       {.path = "ingest.file.path", .access = COVFLOW_REF(ingest.file.path),
        .description = "Frame file to replay (required when ingest.source is file); relative to the working directory",
        .expected = "path"},
@@ -88,12 +92,35 @@ std::vector<Key> make_keys() {
       {.path = "ingest.file.stop_seq", .access = COVFLOW_REF(ingest.file.stop_seq),
        .description = "Last sequence number replayed, inclusive (null: to the last record)",
        .ints = {0, std::numeric_limits<std::int64_t>::max()}},
+      {.path = "ingest.file.max_gap_s", .access = COVFLOW_REF(ingest.file.max_gap_s),
+       .description = "Pace recorded: a gap between capture times longer than this (after speed) is shortened to it "
+                      "and logged, so a pause in the recording or a wild capture time does not hold the replay",
+       .reals = {0, 86'400, true, false}},
+      {.path = "ingest.file.covariance_snapshots", .access = COVFLOW_REF(ingest.file.covariance_snapshots),
+       .description = "For a file of covariance records: the snapshots each estimate was formed from (the source "
+                      "count's K; records do not carry it). Required for such a file when the subspace stage is on; "
+                      "snapshot records carry their own count",
+       .ints = {1, 1'000'000}},
       {.path = "ingest.zmq.endpoint", .access = COVFLOW_REF(ingest.zmq.endpoint),
        .description = "ZeroMQ endpoint to connect to for a live feed (one frame record per message)",
        .check = endpoint_problem, .expected = "ZeroMQ endpoint (tcp://, ipc://, inproc://)"},
       {.path = "ingest.zmq.pattern", .access = COVFLOW_CHOICE(ingest.zmq.pattern),
        .description = "Socket type: SUB (a publisher's feed) or PULL (a share of a pushed feed)",
        .choices = names(zmq_pattern_names)},
+      {.path = "ingest.zmq.shape.payload", .access = COVFLOW_CHOICE(ingest.zmq.shape.payload),
+       .description = "What the feed's records carry: snapshots, or their sample covariance (a file's records say "
+                      "it themselves; generated frames follow scenario)",
+       .choices = names(scenario_payload_names)},
+      {.path = "ingest.zmq.shape.element_type", .access = COVFLOW_CHOICE(ingest.zmq.shape.element_type),
+       .description = "Complex sample type of the feed's records", .choices = names(sample_type_names)},
+      {.path = "ingest.zmq.shape.elements", .access = COVFLOW_REF(ingest.zmq.shape.elements),
+       .description = "Array elements (channels) of the feed's records", .ints = {2, 4096}},
+      {.path = "ingest.zmq.shape.cells", .access = COVFLOW_REF(ingest.zmq.shape.cells),
+       .description = "Range/Doppler cells per record of the feed", .ints = {1, 1'000'000}},
+      {.path = "ingest.zmq.shape.snapshots", .access = COVFLOW_REF(ingest.zmq.shape.snapshots),
+       .description = "Snapshot records: snapshots per cell; covariance records: the snapshots each estimate was "
+                      "formed from (the source count's K)",
+       .ints = {1, 1'000'000}},
       // scenario
       {.path = "scenario.elements", .access = COVFLOW_REF(scenario.elements),
        .description = "Elements of the uniform linear array (channels)", .ints = {2, 4096}},

@@ -59,17 +59,36 @@ struct FileIngestConfig {
   bool loop = false;
   std::optional<std::int64_t> start_seq;
   std::optional<std::int64_t> stop_seq;
+  double max_gap_s = 10.0;  // pace recorded: longer gaps between capture times are shortened to this
+  // A file's frame shape comes from its first record; covariance records do not say how many
+  // snapshots each estimate was formed from, which the source count needs.
+  std::optional<std::int64_t> covariance_snapshots;
   bool operator==(const FileIngestConfig&) const = default;
+};
+
+// The frames a ZeroMQ feed carries. A feed cannot be asked for its shape, so it is stated here;
+// the pipeline is sized for it and frames of another shape are dropped (reason shape).
+struct FeedShape {
+  ScenarioPayload payload = ScenarioPayload::snapshots;
+  SampleType element_type = SampleType::cf64;
+  std::int64_t elements = 16;
+  std::int64_t cells = 180;
+  // Snapshot frames: snapshots per cell. Covariance frames: the snapshots each estimate was
+  // formed from (the source count's K), as scenario.snapshots means for generated frames.
+  std::int64_t snapshots = 200;
+  bool operator==(const FeedShape&) const = default;
 };
 
 struct ZmqIngestConfig {
   std::string endpoint = "tcp://127.0.0.1:5550";
   ZmqPattern pattern = ZmqPattern::sub;
+  FeedShape shape;
   bool operator==(const ZmqIngestConfig&) const = default;
 };
 
 struct IngestConfig {
   IngestSource source = IngestSource::synth;
+  std::int64_t threads = 0;  // that check and place each record of a file or feed; 0: automatic
   FileIngestConfig file;
   ZmqIngestConfig zmq;
   bool operator==(const IngestConfig&) const = default;
