@@ -30,7 +30,9 @@ class CudaLane final : public DeviceLane {
   }
   void make_current() override { context_.make_current(); }
   void upload(FrameSlot& slot, std::size_t bytes, int parity) override {
-    if (bytes > 0)
+    if (slot.payload_on_device)
+      COVFLOW_CUDA_TRY(cudaStreamWaitEvent(copy_, static_cast<cudaEvent_t>(slot.device.upload_event), 0));
+    else if (bytes > 0)
       COVFLOW_CUDA_TRY(cudaMemcpyAsync(slot.device.payload, slot.host.payload.data(), bytes, cudaMemcpyHostToDevice, copy_));
     uploaded_[parity & 1].record(copy_);
   }
@@ -55,8 +57,35 @@ class CudaLane final : public DeviceLane {
   std::vector<linalg::cuda::Event> ends_;
 };
 
+class CudaIngestUploader final : public IngestUploader {
+ public:
+  explicit CudaIngestUploader(linalg::Exec& exec) : context_(CudaLane::current(exec.cuda_context())) {}
+  void make_current() override { context_.make_current(); }
+  void copy(FrameSlot& slot, std::size_t begin, std::size_t end) override {
+    if (end > begin)
+      COVFLOW_CUDA_TRY(cudaMemcpyAsync(static_cast<std::byte*>(slot.device.payload) + begin, slot.host.payload.data() + begin,
+                                       end - begin, cudaMemcpyHostToDevice, stream_));
+  }
+  void finish(FrameSlot& slot) override {
+    COVFLOW_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.device.upload_event), stream_));
+  }
+  void wait() override { stream_.synchronize(); }
+
+ private:
+  linalg::CudaContext& context_;
+  linalg::cuda::Stream stream_{};
+};
+
 }  // namespace
 #endif
+
+std::unique_ptr<IngestUploader> IngestUploader::make(linalg::Exec& exec) {
+#if COVFLOW_HAS_CUDA
+  if (exec.is_cuda()) return std::make_unique<CudaIngestUploader>(exec);
+#endif
+  (void)exec;
+  return nullptr;
+}
 
 std::unique_ptr<DeviceLane> DeviceLane::make(linalg::Exec& exec, std::size_t stage_count) {
 #if COVFLOW_HAS_CUDA

@@ -22,7 +22,9 @@ class DeviceLane {
   // Makes the Exec's device current on the calling thread (each worker does it once).
   virtual void make_current() = 0;
   // Copies `bytes` of the slot's pinned host payload to its device payload on the lane's copy
-  // stream and records upload event `parity` (0 or 1: two frames can be in flight on a lane).
+  // stream and records upload event `parity` (0 or 1: two frames can be in flight on a lane). A
+  // slot whose payload the ingest thread already uploaded (FrameSlot::payload_on_device) is not
+  // copied again: the copy stream waits for the slot's upload event instead.
   virtual void upload(FrameSlot& slot, std::size_t bytes, int parity) = 0;
   // Orders the compute stream after upload `parity` and records the frame's start event.
   virtual void begin(int parity) = 0;
@@ -37,6 +39,23 @@ class DeviceLane {
   // GPU milliseconds from the end event of `from` (kStart: the start event) to the end event of
   // `to`; both must have completed.
   virtual double elapsed_ms(std::size_t from, std::size_t to) = 0;
+};
+
+// The ingest thread's side of the upload: stretches of a payload copied to the slot's device
+// payload, on a stream of its own, while the input is still placing the rest (PlacementObserver),
+// and the slot's upload event recorded after the last. Internal to the runner.
+class IngestUploader {
+ public:
+  // For a CUDA Exec; nullptr for a CPU one. Makes the Exec's device current on the caller's thread.
+  static std::unique_ptr<IngestUploader> make(linalg::Exec& exec);
+  virtual ~IngestUploader() = default;
+  virtual void make_current() = 0;
+  // Host payload bytes [begin, end) of `slot` to its device payload, asynchronously.
+  virtual void copy(FrameSlot& slot, std::size_t begin, std::size_t end) = 0;
+  // Records the slot's upload event after everything copied so far.
+  virtual void finish(FrameSlot& slot) = 0;
+  // Waits for every copy issued (before the ingest thread ends).
+  virtual void wait() = 0;
 };
 
 }  // namespace covflow::pipeline::detail

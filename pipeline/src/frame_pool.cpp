@@ -8,6 +8,7 @@
 
 #if COVFLOW_HAS_CUDA
 #include "covflow/linalg/cuda/memory.hpp"
+#include "covflow/linalg/cuda/stream.hpp"
 #endif
 
 namespace covflow::pipeline {
@@ -32,6 +33,7 @@ struct FramePool::Storage {
 #if COVFLOW_HAS_CUDA
   std::vector<linalg::cuda::PinnedBuffer<std::byte>> pinned;
   std::vector<linalg::cuda::DeviceBuffer<std::byte>> device;
+  std::vector<linalg::cuda::Event> events;  // the payload's upload event
 #endif
 };
 
@@ -100,6 +102,8 @@ FramePool::FramePool(const FrameShape& shape, const std::vector<SlotNeeds>& need
       slot.device.info = static_cast<int*>(dev(info));
       slot.device.scratch = dev(device_scratch);
       slot.device.scratch_bytes = device_scratch;
+      st.events.emplace_back(cudaEventDisableTiming);
+      slot.device.upload_event = st.events.back().get();
 #endif
     }
     slot.results.reserve(shape);

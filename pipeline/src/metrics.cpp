@@ -141,7 +141,14 @@ nlohmann::json to_json(const MetricsSnapshot& m) {
           {"queue", {{"depth", m.queue_depth}, {"max_depth", m.queue_max_depth}, {"capacity", m.queue_capacity}}},
           {"ingest_blocked_ms", m.ingest_blocked_ms},
           {"end_to_end", to_json(m.end_to_end)},
-          {"stages", stages}};
+          {"stages", stages},
+          {"input",
+           {{"taken", m.input.taken},
+            {"lag", to_json(m.input.lag)},
+            {"taken_late", m.input.taken_late},
+            {"behind", m.input.behind},
+            {"sequence_gaps", m.input.sequence_gaps},
+            {"place", to_json(m.input.place)}}}};
 }
 
 // ---- Metrics -------------------------------------------------------------------------------
@@ -220,8 +227,25 @@ void Metrics::queue_depth(std::size_t depth, std::size_t capacity) {
 
 void Metrics::ingest_blocked(double ms) { blocked_ns_.fetch_add(std::int64_t(ms * 1e6), std::memory_order_relaxed); }
 
+void Metrics::frame_taken(std::int64_t lag_ns, bool more_waiting, std::int64_t place_ns, std::uint64_t missing) {
+  taken_.fetch_add(1, std::memory_order_relaxed);
+  if (lag_ns >= 0) {
+    input_lag_.record_ns(lag_ns);
+    if (double(lag_ns) > kLateTakeMs * 1e6) taken_late_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (more_waiting) behind_.fetch_add(1, std::memory_order_relaxed);
+  if (place_ns > 0) input_place_.record_ns(place_ns);
+  if (missing > 0) sequence_gaps_.fetch_add(missing, std::memory_order_relaxed);
+}
+
 MetricsSnapshot Metrics::snapshot() const {
   MetricsSnapshot m;
+  m.input = {.taken = taken_.load(std::memory_order_relaxed),
+             .lag = input_lag_.summary(),
+             .taken_late = taken_late_.load(std::memory_order_relaxed),
+             .behind = behind_.load(std::memory_order_relaxed),
+             .sequence_gaps = sequence_gaps_.load(std::memory_order_relaxed),
+             .place = input_place_.summary()};
   m.end_to_end = end_to_end_.summary();
   m.queue_depth = queue_depth_.load(std::memory_order_relaxed);
   m.queue_max_depth = queue_max_.load(std::memory_order_relaxed);
@@ -249,6 +273,9 @@ MetricsSnapshot Metrics::snapshot() const {
 
 void Metrics::reset() {
   end_to_end_.reset();
+  input_lag_.reset();
+  input_place_.reset();
+  for (auto* counter : {&taken_, &taken_late_, &behind_, &sequence_gaps_}) counter->store(0, std::memory_order_relaxed);
   queue_max_.store(queue_depth_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   blocked_ns_.store(0, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);

@@ -91,6 +91,7 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
   lane->issued_from.reserve(stages_.size());
   lanes_.push_back(std::move(lane));
 
+  uploader_ = detail::IngestUploader::make(exec_);
   options_.slots = std::max(options_.slots, minimum_slots(options_, lanes_.size()));
   pool_ = std::make_unique<FramePool>(
       shape_, needs,
@@ -119,22 +120,129 @@ void Runner::start(FrameInput& input) {
   ingest_ = std::thread([this, &input] { ingest_loop(input); });
 }
 
+void Runner::warm_up(const replay::Frame& frame) {
+  if (started_) throw std::logic_error("Runner::warm_up: the runner has started");
+  if (const std::string problem = frame_shape_problem(shape_, frame.header, frame.payload.size()); !problem.empty())
+    throw std::invalid_argument("warm-up: the synthetic frame does not fit the pipeline: " + problem);
+  int rounds = 1;
+  for (const auto& stage : stages_) rounds = std::max(rounds, stage->warm_up_frames(shape_));
+  FrameSlot* slot = pool_->acquire(milliseconds(0));  // before start() every slot is free
+  if (slot == nullptr) throw std::logic_error("Runner::warm_up: no free frame slot");
+  struct Release {
+    FramePool& pool;
+    FrameSlot* slot;
+    ~Release() { pool.release(slot); }
+  } release{*pool_, slot};
+
+  const auto started = Clock::now();
+  for (auto& lane : lanes_) {
+    detail::DeviceLane* gpu = lane->device.get();
+    if (gpu) gpu->make_current();
+    for (int round = 0; round < rounds; ++round) {
+      slot->header = frame.header;
+      slot->header.sequence = std::uint64_t(round);
+      slot->sequence = slot->header.sequence;
+      slot->times = {.capture_ns = frame.header.capture_time_ns, .arrival_ns = now_ns(), .deadline_ns = 0, .done_ns = 0};
+      slot->times.deadline_ns = slot->times.arrival_ns + std::int64_t(options_.budget_ms * 1e6);
+      slot->results.clear();
+      std::fill(slot->stages.begin(), slot->stages.end(), StageRecord{});
+      slot->problem.clear();
+      slot->payload_on_device = false;
+      if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
+      if (gpu) {
+        gpu->upload(*slot, frame.payload.size(), 0);
+        gpu->begin(0);
+      }
+      // As process() runs a frame, without its budget checks, timing or metrics.
+      std::vector<std::size_t> uncollected;
+      auto collect_issued = [&] {
+        if (gpu) gpu->synchronize();
+        for (const std::size_t j : uncollected) stages_[j]->collect(*slot, *lane->exec);
+        uncollected.clear();
+      };
+      for (std::size_t i = 0; i < stages_.size(); ++i) {
+        Stage& stage = *stages_[i];
+        try {
+          if (gpu && stage.needs_host_results() && !uncollected.empty()) collect_issued();
+          stage.warm_up(*slot, *lane->exec);
+          if (gpu == nullptr || stage.needs_host_results()) stage.collect(*slot, *lane->exec);
+          else uncollected.push_back(i);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(fmt::format("warm-up: stage {}: {}", stage.name(), e.what()));
+        }
+      }
+      collect_issued();
+    }
+    for (const auto& stage : stages_) stage->reset(*lane->exec);
+  }
+  log_->info("pipeline warmed up: {} synthetic frame(s) through {} stages in {:.0f} ms", rounds, stages_.size(),
+             std::chrono::duration<double, std::milli>(Clock::now() - started).count());
+}
+
 // ---- ingest ---------------------------------------------------------------------------------
 
 std::optional<replay::FrameHeader> FrameInput::next_into(std::chrono::milliseconds, std::span<std::byte>) {
   throw std::logic_error("input " + describe() + " says it fills frames in place but does not implement next_into");
 }
 
+// The ingest thread's observer of an in-place input: each stretch the input reports placed in the
+// held slot goes to the GPU at once, on the uploader's stream, while the input places the next.
+class Runner::Placement final : public PlacementObserver {
+ public:
+  explicit Placement(detail::IngestUploader& uploader) : uploader_(uploader) {}
+  // The slot next_into() is writing (the same one until a frame is taken from it).
+  void hold(FrameSlot* slot) {
+    if (slot == slot_) return;
+    slot_ = slot;
+    uploaded_ = 0;
+  }
+  void placed(std::size_t begin, std::size_t end) override {
+    if (slot_ == nullptr || end <= begin) return;
+    if (begin == 0) uploaded_ = 0;  // a new payload in the same slot
+    uploader_.copy(*slot_, begin, end);
+    if (begin <= uploaded_) uploaded_ = std::max(uploaded_, end);
+  }
+  // The input returned a payload of `bytes` in the held slot: the rest of it (if the input did
+  // not report it all) is uploaded, the slot's event recorded and the slot marked. False when the
+  // input reported nothing: the lane uploads the payload as for any other input.
+  bool finish(std::size_t bytes) {
+    if (slot_ == nullptr || uploaded_ == 0) return false;
+    if (uploaded_ < bytes) uploader_.copy(*slot_, uploaded_, bytes);
+    uploader_.finish(*slot_);
+    slot_->payload_on_device = true;
+    slot_ = nullptr;
+    uploaded_ = 0;
+    return true;
+  }
+
+ private:
+  detail::IngestUploader& uploader_;
+  FrameSlot* slot_ = nullptr;
+  std::size_t uploaded_ = 0;  // bytes from 0 already on their way
+};
+
 void Runner::ingest_loop(FrameInput& input) {
   std::uint64_t rejected_seen = 0;
   const bool in_place = input.fills_in_place();
   FrameSlot* held = nullptr;  // in place: the slot the next frame is written into
+  std::optional<Placement> placement;
+  if (in_place && uploader_) {
+    try {
+      uploader_->make_current();
+      placement.emplace(*uploader_);
+      input.observe_placement(&*placement);
+    } catch (const std::exception& e) {
+      log_->error("ingest: cannot upload as payloads are placed ({}); the lane uploads them", e.what());
+      placement.reset();
+    }
+  }
   while (!stop_ingest_.load()) {
     std::optional<replay::Frame> frame;
     std::optional<replay::FrameHeader> placed;
     try {
       if (in_place) {
         if (held == nullptr && (held = acquire_slot()) == nullptr) break;  // stopping now
+        if (placement) placement->hold(held);
         placed = input.next_into(options_.input_wait, held->host.payload);
       } else {
         frame = input.next(options_.input_wait);
@@ -151,7 +259,16 @@ void Runner::ingest_loop(FrameInput& input) {
       rejected_seen = rejected;
     }
     if (placed) {
-      admit_in_place(held, *placed);
+      const std::int64_t arrival = take(input, *placed);
+      if (placement && placed->payload_bytes() <= held->host.payload.size()) {
+        try {
+          placement->finish(static_cast<std::size_t>(placed->payload_bytes()));
+        } catch (const std::exception& e) {  // the lane uploads it instead
+          log_->error("frame {}: ingest upload failed: {}", placed->sequence, e.what());
+          held->payload_on_device = false;
+        }
+      }
+      admit_in_place(held, *placed, arrival);
       held = nullptr;
       continue;
     }
@@ -163,8 +280,16 @@ void Runner::ingest_loop(FrameInput& input) {
       }
       continue;
     }
-    admit(*frame);
+    admit(*frame, take(input, frame->header));
     input.recycle(std::move(*frame));
+  }
+  if (placement) {
+    input.observe_placement(nullptr);
+    try {
+      uploader_->wait();  // no copy may still read a slot the pool hands out again
+    } catch (const std::exception& e) {
+      log_->error("ingest: waiting for uploads: {}", e.what());
+    }
   }
   if (held != nullptr) pool_->release(held);
   queue_.close();
@@ -178,6 +303,7 @@ FrameSlot* Runner::acquire_slot() {
   const auto wait_start = Clock::now();
   while ((slot = pool_->acquire(kPoll)) == nullptr)
     if (stop_now_.load()) return nullptr;
+  slot->payload_on_device = false;
   if (const double waited = std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count(); waited > 1.0)
     metrics_.ingest_blocked(waited);
   return slot;
@@ -198,11 +324,24 @@ bool Runner::refuse_shape(const replay::FrameHeader& h, std::size_t bytes, std::
   return true;
 }
 
-// A frame an in-place input wrote into `slot`: it arrived when the input returned.
-void Runner::admit_in_place(FrameSlot* slot, const replay::FrameHeader& h) {
+// A frame just returned by the input: its input metrics (lag behind its due time, a backlog,
+// sequence numbers skipped) are recorded, and its arrival time comes back — the input's own
+// (message received, record due) when it gives one, else now.
+std::int64_t Runner::take(const FrameInput& input, const replay::FrameHeader& h) {
+  const std::int64_t taken = now_ns();
+  const InputTiming timing = input.last_timing();
+  std::uint64_t missing = 0;
+  if (last_sequence_ && h.sequence > *last_sequence_ + 1) missing = h.sequence - *last_sequence_ - 1;
+  last_sequence_ = h.sequence;  // a step back (a replay's loop, a restarted sender) skips nothing
+  metrics_.frame_taken(timing.due_ns > 0 ? std::max<std::int64_t>(0, taken - timing.due_ns) : -1, timing.more_waiting,
+                       timing.place_ns, missing);
+  return timing.arrival_ns > 0 ? std::min(timing.arrival_ns, taken) : taken;
+}
+
+// A frame an in-place input wrote into `slot`.
+void Runner::admit_in_place(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival) {
   metrics_.frame_in();
   ++in_flight_;
-  const std::int64_t arrival = now_ns();
   if (refuse_shape(h, static_cast<std::size_t>(h.payload_bytes()), slot->host.payload.size())) {
     drop(slot, drop_reason::shape);
     return;
@@ -210,7 +349,9 @@ void Runner::admit_in_place(FrameSlot* slot, const replay::FrameHeader& h) {
   enqueue(slot, h, arrival);
 }
 
-void Runner::admit(replay::Frame& frame) {
+// A frame handed over by the input: its payload is copied into a slot here, after its arrival, so
+// the copy is part of the frame's latency.
+void Runner::admit(replay::Frame& frame, std::int64_t arrival) {
   metrics_.frame_in();
   ++in_flight_;
   const auto& h = frame.header;
@@ -225,8 +366,6 @@ void Runner::admit(replay::Frame& frame) {
     --in_flight_;
     return;
   }
-  // Arrival is taken before the copy into the slot: the copy is part of the frame's latency.
-  const std::int64_t arrival = now_ns();
   if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
   enqueue(slot, h, arrival);
 }

@@ -166,6 +166,55 @@ class InPlaceInput final : public pipeline::FrameInput {
   std::atomic<std::uint64_t> produced_{0}, copied_calls_{0};
 };
 
+// Frames 0 … count−1 of `shape`, written into the runner's slot in stretches of `stretch` bytes,
+// each reported to the runner's placement observer as it lands, as the file and ZeroMQ inputs do.
+// Every third frame is first placed as garbage and refused (a failed CRC: next_into returns nothing,
+// counted in rejected()), then placed again from byte 0; every fifth reports only its first half
+// (the runner must move the rest itself).
+class PlacingInput final : public pipeline::FrameInput {
+ public:
+  PlacingInput(FrameShape shape, std::uint64_t count, std::size_t stretch) : shape_(shape), count_(count), stretch_(stretch) {}
+  bool fills_in_place() const override { return true; }
+  void observe_placement(pipeline::PlacementObserver* observer) override { observer_ = observer; }
+  std::optional<replay::Frame> next(std::chrono::milliseconds) override { return std::nullopt; }
+  std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds, std::span<std::byte> payload) override {
+    if (ended()) return std::nullopt;
+    const std::uint64_t seq = produced_;
+    replay::Frame f = frame_for(shape_, seq);
+    if (seq % 3 == 2 && !refused_once_) {
+      refused_once_ = true;
+      std::vector<std::byte> garbage(f.payload.size(), std::byte{0x5C});
+      place(garbage, payload, garbage.size());
+      ++rejected_;
+      return std::nullopt;
+    }
+    refused_once_ = false;
+    place(f.payload, payload, seq % 5 == 4 ? f.payload.size() / 2 : f.payload.size());
+    ++produced_;
+    return f.header;
+  }
+  bool ended() const override { return produced_.load() >= count_; }
+  std::uint64_t rejected() const override { return rejected_.load(); }
+  std::string describe() const override { return "placing"; }
+  bool observed() const { return observer_ != nullptr; }
+
+ private:
+  // Copies `bytes` into `slot` stretch by stretch, reporting the first `reported` bytes' stretches.
+  void place(const std::vector<std::byte>& bytes, std::span<std::byte> slot, std::size_t reported) {
+    for (std::size_t at = 0; at < bytes.size(); at += stretch_) {
+      const std::size_t n = std::min(stretch_, bytes.size() - at);
+      std::memcpy(slot.data() + at, bytes.data() + at, n);
+      if (observer_ != nullptr && at + n <= reported) observer_->placed(at, at + n);
+    }
+  }
+  FrameShape shape_;
+  std::uint64_t count_;
+  std::size_t stretch_;
+  pipeline::PlacementObserver* observer_ = nullptr;
+  bool refused_once_ = false;
+  std::atomic<std::uint64_t> produced_{0}, rejected_{0};
+};
+
 // A stage that runs `action` (if any), can sleep, and counts the frames it ran on and the
 // collect() calls it got (`on_collect`, if set, sees each).
 class FakeStage final : public pipeline::Stage {
@@ -186,6 +235,13 @@ class FakeStage final : public pipeline::Stage {
     ++collects_;
     if (on_collect_) on_collect_(frame);
   }
+  int warm_up_frames(const FrameShape&) const override { return warm_frames_; }
+  void reset(linalg::Exec&) override { ++resets_; }
+  FakeStage& warming_with(int frames) {
+    warm_frames_ = frames;
+    return *this;
+  }
+  std::uint64_t resets() const { return resets_.load(); }
   FakeStage& on_collect(Action action) {
     on_collect_ = std::move(action);
     return *this;
@@ -209,7 +265,43 @@ class FakeStage final : public pipeline::Stage {
   double budget_ms_ = 0;
   bool host_ = false;
   Action on_collect_;
-  std::atomic<std::uint64_t> runs_{0}, collects_{0};
+  int warm_frames_ = 1;
+  std::atomic<std::uint64_t> runs_{0}, collects_{0}, resets_{0};
+};
+
+// Frames of `shape` with chosen sequence numbers, each with the timing given for it: its arrival
+// and due time as offsets before the moment it is returned, and whether another was waiting.
+class TimedInput final : public pipeline::FrameInput {
+ public:
+  struct Item {
+    std::uint64_t sequence;
+    std::chrono::microseconds arrived_before{0};  // 0: no arrival time given
+    std::chrono::microseconds due_before{-1};     // negative: no schedule
+    bool more_waiting = false;
+    std::chrono::microseconds place{0};
+  };
+  TimedInput(FrameShape shape, std::vector<Item> items) : shape_(shape), items_(std::move(items)) {}
+  std::optional<replay::Frame> next(std::chrono::milliseconds) override {
+    if (ended()) return std::nullopt;
+    const Item& item = items_[next_++];
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch()).count();
+    timing_ = {};
+    if (item.arrived_before.count() > 0) timing_.arrival_ns = now - item.arrived_before.count() * 1000;
+    if (item.due_before.count() >= 0) timing_.due_ns = now - item.due_before.count() * 1000;
+    timing_.more_waiting = item.more_waiting;
+    timing_.place_ns = item.place.count() * 1000;
+    return frame_for(shape_, item.sequence);
+  }
+  bool ended() const override { return next_ >= items_.size(); }
+  pipeline::InputTiming last_timing() const override { return timing_; }
+  std::string describe() const override { return "timed"; }
+
+ private:
+  FrameShape shape_;
+  std::vector<Item> items_;
+  std::size_t next_ = 0;  // ingest thread only
+  pipeline::InputTiming timing_;
 };
 
 }  // namespace covflow::test

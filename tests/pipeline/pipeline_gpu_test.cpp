@@ -113,6 +113,32 @@ TEST_F(PipelineGpu, EveryFrameIsUploadedBeforeItsStagesReadItWhileFramesOverlap)
   EXPECT_EQ(runner.pool().growths(), 0u);
 }
 
+TEST_F(PipelineGpu, PayloadsPlacedInStretchesAreUploadedByIngestBeforeTheStagesReadThem) {
+  const FrameShape shape = test::small_shape();  // 768 bytes: stretches of 100 bytes, the last shorter
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<EchoStage>());
+  std::atomic<std::uint64_t> mismatches{0}, checked{0};
+  stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [&](FrameSlot& f) {
+    const auto bytes = std::size_t(f.header.payload_bytes());
+    // What the device held (echoed back) is this frame's payload, whole.
+    if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
+      ++mismatches;
+    ++checked;
+  }));
+  static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
+  test::PlacingInput input(shape, 300, 100);
+  Metrics metrics;
+  Runner runner(shape, std::move(stages), gpu(), {.budget_ms = 1000, .queue_depth = 8, .overflow = Overflow::block}, metrics);
+  runner.start(input);
+  runner.wait();
+  EXPECT_TRUE(input.observed()) << "a CUDA runner observes an in-place input's placement";
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 300u);
+  EXPECT_EQ(s.dropped_by_reason.at("rejected_input"), 100u);
+  EXPECT_EQ(checked.load(), 300u);
+  EXPECT_EQ(mismatches.load(), 0u) << "a stage read a device payload not (wholly) uploaded, or another frame's";
+}
+
 // `repeats` memsets over a large buffer: GPU work of a few milliseconds, queued asynchronously.
 class HeavyStage final : public Stage {
  public:

@@ -438,5 +438,128 @@ TEST(Runner, SlotsAreRaisedToTheMinimum) {
   EXPECT_FALSE(runner.running());
 }
 
+TEST(Runner, TheInputsArrivalTimeStartsTheFramesLatency) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  chain.add(std::make_unique<FakeStage>("a"));
+  // Frame 0 arrived 30 ms before the input returned it: its latency and deadline count from then.
+  test::TimedInput input(small_shape(), {{.sequence = 0, .arrived_before = 30ms}, {.sequence = 1}});
+  std::vector<std::int64_t> latency_ns;
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 20, .queue_depth = 4, .overflow = Overflow::block},
+                metrics, [&](const FrameSlot& slot) { latency_ns.push_back(slot.times.done_ns - slot.times.arrival_ns); });
+  runner.start(input);
+  runner.wait();
+  ASSERT_EQ(latency_ns.size(), 2u);
+  EXPECT_GE(latency_ns[0], 30'000'000);
+  const auto s = metrics.snapshot();
+  EXPECT_GE(s.end_to_end.max_ms, 30.0);
+  EXPECT_GE(s.frames_late, 1u);  // 30 ms after a 20 ms budget began
+}
+
+TEST(Runner, InputLagBacklogPlacingAndSequenceGapsAreReported) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  chain.add(std::make_unique<FakeStage>("a"));
+  using Item = test::TimedInput::Item;
+  // Sequences 10, 11, 14 (12 and 13 missing), 15, then 3 (a step back: a replay's loop, not a gap)
+  // and 5 (4 missing). Frames 11 and 14 were due 5 ms before they were taken (late), 10 on time.
+  test::TimedInput input(small_shape(), {Item{.sequence = 10, .due_before = 0us, .place = 700us},
+                                         Item{.sequence = 11, .due_before = 5ms, .more_waiting = true},
+                                         Item{.sequence = 14, .due_before = 5ms, .more_waiting = true},
+                                         Item{.sequence = 15},
+                                         Item{.sequence = 3},
+                                         Item{.sequence = 5}});
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 1000, .queue_depth = 8, .overflow = Overflow::block},
+                metrics);
+  runner.start(input);
+  runner.wait();
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 6u);
+  EXPECT_EQ(s.input.taken, 6u);
+  EXPECT_EQ(s.input.sequence_gaps, 3u);
+  EXPECT_EQ(s.input.behind, 2u);
+  EXPECT_EQ(s.input.lag.count, 3u);  // the three frames with a due time
+  EXPECT_EQ(s.input.taken_late, 2u);
+  EXPECT_GE(s.input.lag.max_ms, 5.0);
+  EXPECT_EQ(s.input.place.count, 1u);
+  EXPECT_NEAR(s.input.place.max_ms, 0.7, 0.01);
+  const auto json = to_json(s);
+  EXPECT_EQ(json["input"]["sequence_gaps"], 3);
+  EXPECT_EQ(json["input"]["taken_late"], 2);
+  EXPECT_EQ(json["input"]["lag"]["count"], 3);
+}
+
+TEST(Runner, WarmUpRunsTheChainUncountedThenResetsTheStages) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  auto& a = chain.add(std::make_unique<FakeStage>("a", 0us, /*degradable=*/true));
+  auto& b = chain.add(std::make_unique<FakeStage>("b")).warming_with(3);
+  std::uint64_t completed = 0;
+  test::ListInput input(frames(4));
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 1000, .queue_depth = 4, .overflow = Overflow::block},
+                metrics, [&](const FrameSlot&) { ++completed; });
+  runner.warm_up(test::frame_for(small_shape(), 99));
+  // The most any stage asked for, through every stage; reset once each; nothing counted or predicted.
+  EXPECT_EQ(a.runs(), 3u);
+  EXPECT_EQ(b.runs(), 3u);
+  EXPECT_EQ(a.collects(), 3u);
+  EXPECT_EQ(a.resets(), 1u);
+  EXPECT_EQ(b.resets(), 1u);
+  EXPECT_EQ(completed, 0u);
+  EXPECT_LT(runner.predicted_ms(0), 0.0);
+  auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_in, 0u);
+  EXPECT_EQ(s.stages.at(0).ran, 0u);
+  // A frame of another shape is refused.
+  auto other = small_shape();
+  other.cells += 1;
+  EXPECT_THROW(runner.warm_up(test::frame_for(other, 0)), std::invalid_argument);
+
+  runner.start(input);
+  runner.wait();
+  s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 4u);
+  EXPECT_EQ(a.runs(), 7u);
+  EXPECT_EQ(completed, 4u);
+  EXPECT_THROW(runner.warm_up(test::frame_for(small_shape(), 0)), std::logic_error);
+}
+
+TEST(Runner, WarmUpNamesTheStageThatFailed) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  chain.add(std::make_unique<FakeStage>("a"));
+  chain.add(std::make_unique<FakeStage>("broken", 0us, false, [](FrameSlot&) { throw std::runtime_error("no kernel image"); }));
+  Runner runner(small_shape(), std::move(chain.stages), exec, {}, metrics);
+  try {
+    runner.warm_up(test::frame_for(small_shape(), 0));
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "warm-up: stage broken: no kernel image");
+  }
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());  // the slot went back
+}
+
+TEST(Runner, AnInputThatReportsItsPlacementIsTakenAsAnyOtherOnACpuLane) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  chain.add(std::make_unique<FakeStage>("a"));
+  Completed done;
+  test::PlacingInput input(small_shape(), 30, 100);
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 1000, .queue_depth = 4, .overflow = Overflow::block},
+                metrics, done.callback());
+  runner.start(input);
+  runner.wait();
+  EXPECT_FALSE(input.observed()) << "nothing to upload on a CPU lane";
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 30u);
+  EXPECT_EQ(s.dropped_by_reason.at("rejected_input"), 10u);
+  EXPECT_EQ(done.payload_mismatches, 0u);
+}
+
 }  // namespace
 }  // namespace covflow::pipeline

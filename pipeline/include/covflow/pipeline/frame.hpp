@@ -85,6 +85,9 @@ struct DeviceArrays {
   int* info = nullptr;          // [cells]
   void* scratch = nullptr;      // stage-private, sized by the stages' prepare()
   std::size_t scratch_bytes = 0;
+  // A cudaEvent_t of the slot's own: recorded after the ingest thread uploaded the payload while
+  // it was being placed (FrameSlot::payload_on_device).
+  void* upload_event = nullptr;
 };
 
 // Host arrays of a slot (CPU lanes use them for everything; CUDA lanes only for the payload and
@@ -107,6 +110,10 @@ struct FrameSlot {
   FrameResults results;
   std::vector<StageRecord> stages;  // one per stage of the chain, in order
   std::string problem;              // why the frame was rejected, when it was
+  // The ingest thread already copied the payload to device.payload, stretch by stretch as the
+  // input placed it, and recorded device.upload_event after the last stretch: the lane waits for
+  // that event instead of uploading.
+  bool payload_on_device = false;
 };
 
 }  // namespace covflow::pipeline

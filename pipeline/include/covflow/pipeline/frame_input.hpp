@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -11,6 +12,35 @@
 #include "covflow/replay/frame.hpp"
 
 namespace covflow::pipeline {
+
+// When the frame an input just returned reached covflowd, on the steady clock (ns since its
+// epoch), so that latency is counted from the moment the record was in covflowd's hands rather
+// than from when the ingest thread got round to it.
+struct InputTiming {
+  // The frame's arrival: a live feed's message received, a paced replay's record due (read ahead,
+  // it was in hand by then), a fast replay's read begun. Latency and the deadline count from it.
+  // 0: the moment next()/next_into() returned.
+  std::int64_t arrival_ns = 0;
+  // When a paced input (a replay, the generator) was due to deliver it; 0 for a live feed, which
+  // has no schedule. The runner reports taken − due as input lag.
+  std::int64_t due_ns = 0;
+  // Another frame was already waiting when this one was taken (queued in the socket, or already
+  // due): the input is behind the pipeline.
+  bool more_waiting = false;
+  // Time the input spent placing and checking the payload (copy or read, CRC), ns; 0: not measured.
+  std::int64_t place_ns = 0;
+};
+
+// Told by an in-place input, on the ingest thread, as each stretch of a payload lands in the slot
+// next_into() was given, in order from byte 0, so that the runner can move it on (upload it to the
+// GPU) while the rest is still being placed. A call that starts again from 0 begins a new payload
+// in the same slot (the previous one was refused).
+class PlacementObserver {
+ public:
+  virtual ~PlacementObserver() = default;
+  // Bytes [begin, end) of the payload are in the slot (their CRC is not known until next_into returns).
+  virtual void placed(std::size_t begin, std::size_t end) = 0;
+};
 
 class FrameInput {
  public:
@@ -42,6 +72,15 @@ class FrameInput {
   // frame whose payload would not fit is not written; its header still comes back, and the
   // runner drops it (reason shape) without reading the slot.
   virtual std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds wait, std::span<std::byte> payload);
+
+  // The timing of the frame next() or next_into() last returned; the default says nothing (the
+  // runner then takes the frame as arriving when it was returned).
+  virtual InputTiming last_timing() const { return {}; }
+
+  // The runner's observer of next_into()'s placement (null: none). An input that places a payload
+  // in stretches tells it of each; one that does not simply ignores it (the default). Wrappers
+  // forward it to what they wrap.
+  virtual void observe_placement(PlacementObserver* observer) { (void)observer; }
 };
 
 }  // namespace covflow::pipeline

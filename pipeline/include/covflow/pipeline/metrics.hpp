@@ -85,6 +85,20 @@ struct StageSnapshot {
   double predicted_ms = 0;         // the runner's current estimate of its cost
 };
 
+// How the input kept up: what a pipeline fed faster than it takes frames shows, besides its drops.
+struct InputSnapshot {
+  std::uint64_t taken = 0;          // frames taken from the input (records it refused are not taken)
+  LatencySummary lag;               // paced inputs (replay, generator): time taken − time due
+  std::uint64_t taken_late = 0;     // paced inputs: frames taken more than kLateTakeMs after they were due
+  std::uint64_t behind = 0;         // frames taken while another was already waiting (in the socket, or due)
+  std::uint64_t sequence_gaps = 0;  // frames missing between consecutive sequence numbers taken
+  LatencySummary place;             // placing and checking each payload (read or copy, CRC), when measured
+};
+
+// A paced frame taken more than this after it was due counts as taken late: a sleeping ingest
+// thread wakes within tens of microseconds, so a millisecond means it was held up.
+inline constexpr double kLateTakeMs = 1.0;
+
 struct MetricsSnapshot {
   double uptime_s = 0;        // since the Metrics was made or last reset
   std::uint64_t frames_in = 0;
@@ -99,6 +113,7 @@ struct MetricsSnapshot {
   double ingest_blocked_ms = 0;       // time ingest waited for room (overflow: block)
   LatencySummary end_to_end;          // arrival → last stage done
   std::vector<StageSnapshot> stages;  // in chain order
+  InputSnapshot input;
 };
 
 // The JSON of docs/zmq.md ("latency" reports, the "stats" control reply).
@@ -131,6 +146,11 @@ class Metrics {
 
   void queue_depth(std::size_t depth, std::size_t capacity);
   void ingest_blocked(double ms);
+  // A frame taken from the input (before its shape is checked): lag_ns is taken − due (negative:
+  // the input has no schedule), more_waiting says another frame already waited, place_ns is the
+  // time spent placing and checking its payload (0: not measured), missing the frames its sequence
+  // number skipped over. Lock-free.
+  void frame_taken(std::int64_t lag_ns, bool more_waiting, std::int64_t place_ns, std::uint64_t missing);
 
   MetricsSnapshot snapshot() const;
   // Counters, histograms and the queue maximum back to zero. Frames in flight stay in flight
@@ -152,6 +172,8 @@ class Metrics {
 
   std::atomic<std::uint64_t> queue_depth_{0}, queue_max_{0}, queue_capacity_{0};
   std::atomic<std::int64_t> blocked_ns_{0};
+  std::atomic<std::uint64_t> taken_{0}, taken_late_{0}, behind_{0}, sequence_gaps_{0};
+  LatencyHistogram input_lag_, input_place_;
   LatencyHistogram end_to_end_;
   std::vector<std::unique_ptr<StageCounters>> stages_;
 };

@@ -16,7 +16,9 @@
 //     frame is processed as usual;
 //   - a frame finished after its deadline is counted late.
 // On a CUDA lane the payload of frame i+1 is uploaded on a copy stream while frame i's stages
-// run on the compute stream (events order them), stages are timed by event pairs, and the lane
+// run on the compute stream (events order them) — or, when an in-place input reports its payload
+// stretch by stretch as it places it (PlacementObserver), by the ingest thread as it lands, so
+// that the upload overlaps the copy or read and the CRC — stages are timed by event pairs, and the lane
 // synchronises once per frame: after the last stage, or before the first stage that
 // needs_host_results() (publish). The completion callback runs on the worker thread after each
 // frame that reached a worker, done or dropped by a stage, with its host results valid; frames
@@ -35,6 +37,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +56,7 @@ namespace covflow::pipeline {
 
 namespace detail {
 class DeviceLane;
+class IngestUploader;
 }
 
 struct RunnerOptions {
@@ -93,6 +97,11 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
+  // Warm start: runs the chain on `frame` (a synthetic frame of the pipeline's shape) as many
+  // times as the stages ask (Stage::warm_up_frames), on every lane, then resets the stages' state
+  // across frames. Nothing is counted, published or recorded, and the stages' cost estimates are
+  // untouched. Before start() only. Throws what a stage or the device throws.
+  void warm_up(const replay::Frame& frame);
   // Starts the ingest thread and the lane workers. Once only.
   void start(FrameInput& input);
   // Stops taking input, finishes every queued and in-flight frame, then stops (the SIGTERM
@@ -124,13 +133,15 @@ class Runner {
 
  private:
   struct Lane;
+  class Placement;
   void ingest_loop(FrameInput& input);
   FrameSlot* acquire_slot();
   bool refuse_shape(const replay::FrameHeader& h, std::size_t bytes,
                     std::size_t capacity = std::numeric_limits<std::size_t>::max());
-  void admit_in_place(FrameSlot* slot, const replay::FrameHeader& h);
+  std::int64_t take(const FrameInput& input, const replay::FrameHeader& h);
+  void admit_in_place(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
   void enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
-  void admit(replay::Frame& frame);
+  void admit(replay::Frame& frame, std::int64_t arrival_ns);
   void lane_loop(Lane& lane);
   void process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pending, bool& pending_uploaded);
   bool should_skip(Lane& lane, std::size_t i, const FrameSlot& slot, std::size_t issued_pending);
@@ -150,6 +161,7 @@ class Runner {
   std::unique_ptr<FramePool> pool_;
   BoundedQueue<FrameSlot*> queue_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  std::unique_ptr<detail::IngestUploader> uploader_;  // CUDA: uploads what an in-place input places
   std::shared_ptr<spdlog::logger> log_;
 
   std::atomic<bool> stop_ingest_{false}, stop_now_{false}, input_ended_{false};
@@ -161,6 +173,7 @@ class Runner {
   std::condition_variable done_cv_;
   std::size_t threads_running_ = 0;
   std::uint64_t shape_drops_ = 0;  // ingest thread only
+  std::optional<std::uint64_t> last_sequence_;  // ingest thread only: the last frame taken
 };
 
 }  // namespace covflow::pipeline

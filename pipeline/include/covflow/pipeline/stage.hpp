@@ -53,6 +53,18 @@ class Stage {
   // FrameSlot::results here — on the lane's thread, rather than in a host function queued on the
   // stream, which would hold the stream (and the next frame's work) until a driver thread ran it.
   virtual void collect(FrameSlot& frame, linalg::Exec& exec) {}
+
+  // Warm start (Runner::warm_up): before the first frame the chain runs on synthetic frames of the
+  // shape in force, so that the first real frames meet the budget like the rest — kernels loaded,
+  // plans executed, buffers touched. warm_up() is run() without effects outside the stage (the
+  // publish stage formats its message but sends and records nothing); once every warm-up frame
+  // is through, reset() forgets what the stage carries from frame to frame on this lane
+  // (covariance window, adaptive factors), so the first real frame starts afresh.
+  virtual void warm_up(FrameSlot& frame, linalg::Exec& exec) { run(frame, exec); }
+  virtual void reset(linalg::Exec& exec) {}
+  // Synthetic frames this stage needs to go through every path it takes in steady state (a stage
+  // that updates state across frames may need several).
+  virtual int warm_up_frames(const FrameShape& shape) const { return 1; }
 };
 
 // A problem with one frame (not with the pipeline): the frame is dropped and counted by reason.
