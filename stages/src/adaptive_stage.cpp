@@ -203,6 +203,24 @@ std::int64_t AdaptiveStage::ring_columns(const pipeline::FrameShape& shape) cons
   return w + std::min<std::int64_t>(shape.snapshots, w - 1);
 }
 
+int AdaptiveStage::warm_up_frames(const pipeline::FrameShape& shape) const {
+  if (shape.snapshots == 0) return 1;  // covariance frames leave the stage idle
+  const std::int64_t to_fill = (settings_.config.window_snapshots + shape.snapshots - 1) / shape.snapshots;
+  return static_cast<int>(std::min<std::int64_t>(to_fill + 1, 16));
+}
+
+void AdaptiveStage::reset(linalg::Exec& exec) {
+  Lane& state = lane(exec);
+  state.cells = 0;  // the next frame starts a new window (and resets the device side)
+  state.filled = 0;
+  state.start = 0;
+  state.frames_since_refactor = 0;
+  state.told_covariance = false;
+  // Warm-up runs before any frame of the radar's: none of what was counted was.
+  for (auto* counter : {&frames_, &covariance_frames_, &periodic_refactors_, &recovered_cells_, &unrecoverable_cells_})
+    counter->store(0);
+}
+
 AdaptiveCounters AdaptiveStage::counters() const {
   return {frames_.load(), covariance_frames_.load(), periodic_refactors_.load(), recovered_cells_.load(),
           unrecoverable_cells_.load()};

@@ -91,6 +91,16 @@ void CovarianceStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& e
   lanes_.set(exec, std::move(state));
 }
 
+void CovarianceStage::reset(linalg::Exec& exec) {
+  Lane& state = lane(exec);
+  state.head = -1;
+  state.entries = 0;
+  state.cells = 0;
+  state.snapshots = 0;
+  std::lock_guard lock(state.recent_mutex);
+  state.recent.fill({0, 0.0});
+}
+
 double CovarianceStage::effective_snapshots(const linalg::Exec& exec, std::uint64_t sequence) const {
   const Lane& state = lane(exec);
   std::lock_guard lock(state.recent_mutex);

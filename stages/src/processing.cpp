@@ -1,21 +1,76 @@
 // The processing stages from the configuration, and the pool shape it implies.
 #include "covflow/stages/processing.hpp"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 #include "covflow/stages/adaptive_stage.hpp"
 #include "covflow/stages/covariance_stage.hpp"
+#include "covflow/stages/scenario.hpp"
 #include "covflow/stages/subspace_stage.hpp"
 
 namespace covflow::stages {
 
-pipeline::FrameShape frame_shape(const config::Config& config) {
-  const auto& scenario = config.scenario;
+namespace {
+
+replay::ElementType element_type(config::SampleType type) {
+  return type == config::SampleType::cf32 ? replay::ElementType::cf32 : replay::ElementType::cf64;
+}
+replay::PayloadKind payload_kind(config::ScenarioPayload payload) {
+  return payload == config::ScenarioPayload::covariance ? replay::PayloadKind::covariance : replay::PayloadKind::snapshots;
+}
+
+}  // namespace
+
+std::string describe(const InputShape& s) {
+  if (s.payload == replay::PayloadKind::covariance)
+    return fmt::format("covariance {} × {}² {} ({})", s.cells, s.elements, replay::name(s.element_type),
+                       s.snapshots > 0 ? fmt::format("K = {}", s.snapshots) : std::string("K not given"));
+  return fmt::format("snapshots {} × {} × {} {} (elements × snapshots × cells)", s.elements, s.snapshots, s.cells,
+                     replay::name(s.element_type));
+}
+
+InputShape scenario_shape(const config::ScenarioConfig& scenario) {
+  return {payload_kind(scenario.payload), element_type(scenario.element_type), static_cast<std::uint32_t>(scenario.elements),
+          static_cast<std::uint32_t>(scenario.cells), static_cast<std::uint32_t>(scenario.snapshots)};
+}
+
+InputShape feed_shape(const config::FeedShape& feed) {
+  return {payload_kind(feed.payload), element_type(feed.element_type), static_cast<std::uint32_t>(feed.elements),
+          static_cast<std::uint32_t>(feed.cells), static_cast<std::uint32_t>(feed.snapshots)};
+}
+
+replay::Frame warm_up_frame(const InputShape& input) {
+  config::ScenarioConfig noise;
+  noise.sources.clear();
+  noise.jammers.clear();
+  noise.elements = input.elements;
+  noise.cells = input.cells;
+  noise.element_type = input.element_type == replay::ElementType::cf32 ? config::SampleType::cf32 : config::SampleType::cf64;
+  if (input.payload == replay::PayloadKind::covariance) {
+    noise.payload = config::ScenarioPayload::covariance;
+    // Only the covariance's shape matters here; a few more snapshots than elements keep it full rank.
+    noise.snapshots = 2 * std::int64_t(input.elements);
+  } else {
+    noise.payload = config::ScenarioPayload::snapshots;
+    noise.snapshots = input.snapshots;
+  }
+  return ScenarioGenerator(noise).frame(0);
+}
+
+pipeline::FrameShape frame_shape(const config::Config& config) { return frame_shape(config, scenario_shape(config.scenario)); }
+
+std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const config::Config& config) {
+  return make_processing_stages(config, scenario_shape(config.scenario));
+}
+
+pipeline::FrameShape frame_shape(const config::Config& config, const InputShape& input) {
   pipeline::FrameShape shape;
-  shape.element_type =
-      scenario.element_type == config::SampleType::cf32 ? replay::ElementType::cf32 : replay::ElementType::cf64;
-  shape.channels = static_cast<std::uint32_t>(scenario.elements);
-  shape.snapshots =
-      scenario.payload == config::ScenarioPayload::snapshots ? static_cast<std::uint32_t>(scenario.snapshots) : 0;
-  shape.cells = static_cast<std::uint32_t>(scenario.cells);
+  shape.element_type = input.element_type;
+  shape.channels = input.elements;
+  shape.snapshots = input.payload == replay::PayloadKind::snapshots ? input.snapshots : 0;
+  shape.cells = input.cells;
   const auto& subspace = config.pipeline.stages.subspace;
   shape.spectrum_points = subspace.enabled ? angle_grid_points(subspace.angle_grid).points : 0;
   const auto& adaptive = config.pipeline.stages.adaptive;
@@ -23,9 +78,13 @@ pipeline::FrameShape frame_shape(const config::Config& config) {
   return shape;
 }
 
-std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const config::Config& config) {
+std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const config::Config& config, const InputShape& input) {
   const auto& stages = config.pipeline.stages;
-  const double nominal_snapshots = static_cast<double>(config.scenario.snapshots);
+  if (stages.subspace.enabled && input.payload == replay::PayloadKind::covariance && input.snapshots == 0)
+    throw std::invalid_argument(
+        "the input's covariance frames do not say how many snapshots each estimate was formed from, which the "
+        "subspace stage's source count needs (for a file: set ingest.file.covariance_snapshots)");
+  const double nominal_snapshots = static_cast<double>(input.snapshots);
   std::vector<std::unique_ptr<pipeline::Stage>> chain;
   const CovarianceStage* covariance = nullptr;
   if (stages.covariance.enabled) {

@@ -75,6 +75,10 @@ class AdaptiveStage final : public pipeline::Stage {
   // CUDA lane: the frame's results, copied back by run() into the lane's pinned staging, go into
   // FrameSlot::results, and its failure counts are taken (a CPU lane did both in run()).
   void collect(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
+  // Warm start: enough frames to reach the downdates (the window full), then a fresh window and
+  // counters back to zero (the warm-up frames are not the radar's).
+  int warm_up_frames(const pipeline::FrameShape& shape) const override;
+  void reset(linalg::Exec& exec) override;
 
   AdaptiveCounters counters() const;
   const AdaptiveSettings& settings() const { return settings_; }

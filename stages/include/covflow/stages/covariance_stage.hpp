@@ -33,6 +33,9 @@ class CovarianceStage final : public pipeline::Stage {
   // A second prepare() on the same lane (a reload) starts the window afresh.
   void prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) override;
   void run(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
+  // Warm start: two frames exercise the window's combination; reset() empties the window.
+  int warm_up_frames(const pipeline::FrameShape& shape) const override { return config_.window > 1 ? 2 : 1; }
+  void reset(linalg::Exec& exec) override;
 
   // The effective number of snapshots behind the covariance that run() produced for frame
   // `sequence` on this lane: K·(Σ w_i)²/Σ w_i² over the frames in the window, w_i = λ^i (Kish's
