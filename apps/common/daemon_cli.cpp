@@ -94,6 +94,16 @@ std::string format_report(const json& report, std::optional<double> frames_per_s
                       "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms");
   for (const auto& [name, stage] : stage_rows(report)) text += histogram_row(name, stage);
   text += histogram_row("end to end", report.value("end_to_end", json::object()));
+  // How the input kept up (docs/zmq.md, `input`): lag behind a paced input's schedule, frames taken
+  // late or with another already waiting, sequence numbers skipped, and the time to place each payload.
+  if (const json input = report.value("input", json::object()); !input.empty()) {
+    const json lag = input.value("lag", json::object());
+    if (lag.value("count", 0) > 0) text += histogram_row("input lag", lag);
+    const json place = input.value("place", json::object());
+    if (place.value("count", 0) > 0) text += histogram_row("input place", place);
+    text += fmt::format("input: taken {}  taken late {}  behind {}  sequence gaps {}\n", number(input, "taken", 0),
+                        number(input, "taken_late", 0), number(input, "behind", 0), number(input, "sequence_gaps", 0));
+  }
   return text;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/daemon_cli.hpp"
 #include "covflow/config/build_info.hpp"
+#include "covflow/config/error.hpp"
 #include "covflow/config/load.hpp"
 #include "covflow/linalg/device.hpp"
 #include "covflow/pipeline/logging.hpp"
@@ -51,6 +52,8 @@ class LimitedInput final : public pipeline::FrameInput {
   std::uint64_t rejected() const override { return source_.rejected() - rejected_before_; }
   std::string last_problem() const override { return source_.last_problem(); }
   std::string describe() const override { return source_.describe(); }
+  pipeline::InputTiming last_timing() const override { return source_.last_timing(); }
+  void observe_placement(pipeline::PlacementObserver* observer) override { source_.observe_placement(observer); }
   void recycle(replay::Frame&& frame) override { source_.recycle(std::move(frame)); }
   bool fills_in_place() const override { return source_.fills_in_place(); }
   std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds wait, std::span<std::byte> payload) override {
@@ -105,8 +108,8 @@ Daemon::Daemon(Options options, config::Config config)
   reports_ = std::make_unique<pipeline::ReportPublisher>(d.reports_endpoint, metrics_,
                                                          std::chrono::milliseconds(d.report_interval_ms));
   control_ = std::make_unique<pipeline::ControlServer>(d.control_endpoint, *this);
-  pipeline_ = build_chain(config_);
   initial_input_ = make_input(config_);
+  pipeline_ = build_chain(config_, initial_input_->shape());
   log->info("covflowd {} on {}; results {}, reports {} every {} ms, control {}", config::build_info().version,
             name(exec_.backend()), results_->endpoint(), reports_->endpoint(), d.report_interval_ms,
             control_->endpoint());
@@ -127,16 +130,34 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
       return stages::scenario_source(cfg.scenario, 0, std::chrono::duration_cast<std::chrono::nanoseconds>(epoch).count(),
                                      &replay::steady_clock());
     }
-    case config::IngestSource::file:
-      return stages::replay_source(cfg.ingest.file.path, stages::replay_options(cfg.ingest.file));
-    case config::IngestSource::zmq: return stages::zmq_source(cfg.ingest.zmq.endpoint, cfg.ingest.zmq.pattern);
+    case config::IngestSource::file: {
+      auto source = stages::replay_source(cfg.ingest.file.path, stages::replay_options(cfg.ingest.file),
+                                          static_cast<std::uint32_t>(cfg.ingest.file.covariance_snapshots.value_or(0)),
+                                          static_cast<unsigned>(cfg.ingest.threads));
+      if (source->shape().payload == replay::PayloadKind::covariance && !cfg.ingest.file.covariance_snapshots &&
+          cfg.pipeline.stages.subspace.enabled)
+        throw config::ConfigError(options_.config_path.empty() ? std::string("(built-in defaults)") : options_.config_path,
+                                  "ingest.file.covariance_snapshots",
+                                  fmt::format("required: {} holds covariance records, which do not say how many "
+                                              "snapshots each estimate was formed from (the source count needs it)",
+                                              cfg.ingest.file.path));
+      return source;
+    }
+    case config::IngestSource::zmq:
+      // ZeroMQ queues about as many messages as the pipeline's queue holds before it holds a PUSH
+      // sender back (a PUB sender drops them, which the sequence gaps then show).
+      return stages::zmq_source(cfg.ingest.zmq.endpoint, cfg.ingest.zmq.pattern,
+                                {.shape = stages::feed_shape(cfg.ingest.zmq.shape),
+                                 .receive_hwm = static_cast<int>(cfg.pipeline.queue_depth),
+                                 .threads = static_cast<unsigned>(cfg.ingest.threads)});
   }
   throw std::logic_error("unknown ingest source");
 }
 
-std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg) {
+std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg, const stages::InputShape& shape) {
+  auto log = pipeline::logger("covflowd");
   auto p = std::make_unique<Pipeline>();
-  auto chain = stages::make_processing_stages(cfg);
+  auto chain = stages::make_processing_stages(cfg, shape);
   for (const auto& stage : chain) p->stage_names.emplace_back(stage->name());
   if (cfg.pipeline.stages.publish.enabled) {
     p->stage_names.emplace_back("publish");
@@ -147,8 +168,11 @@ std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg)
     p->publish = stage.get();
     chain.push_back(std::move(stage));
   }
-  p->runner = std::make_unique<pipeline::Runner>(stages::frame_shape(cfg), std::move(chain), exec_,
+  p->runner = std::make_unique<pipeline::Runner>(stages::frame_shape(cfg, shape), std::move(chain), exec_,
                                                  runner_options(cfg.pipeline), metrics_);
+  log->info("frames: {}", stages::describe(shape));
+  // Warm start: the first real frames then meet the budget like the rest.
+  p->runner->warm_up(stages::warm_up_frame(shape));
   return p;
 }
 
@@ -287,6 +311,8 @@ Daemon::Change Daemon::apply_reload() {
     // A new input is opened before anything stops: a file that cannot be opened or an endpoint
     // ZeroMQ refuses refuses the reload while the old pipeline runs on.
     std::unique_ptr<stages::FrameSource> fresh_input = input_changed ? make_input(effective) : nullptr;
+    const stages::InputShape old_shape = pipeline_->source->shape();
+    const stages::InputShape new_shape = fresh_input ? fresh_input->shape() : old_shape;
     log->info("reload: finishing {} frames in flight before switching pipelines", pipeline_->runner->in_flight());
     pipeline_->runner->drain();
     if (pipeline_->publish) pipeline_->publish->close();
@@ -296,10 +322,10 @@ Daemon::Change Daemon::apply_reload() {
     // reload is refused.
     std::unique_ptr<Pipeline> replacement;
     try {
-      replacement = build_chain(effective);
+      replacement = build_chain(effective, new_shape);
     } catch (const std::exception& e) {
       log->error("reload: the new pipeline cannot be built ({}); restarting the running one", e.what());
-      replacement = build_chain(running);
+      replacement = build_chain(running, old_shape);
       attach_and_start(*replacement, std::move(pipeline_->source));
       {
         std::lock_guard lock(mutex_);

@@ -74,8 +74,8 @@ class Daemon final : public pipeline::ControlHandler {
     std::vector<std::string> applied, needs_restart;
   };
 
-  // The chain (stages, runner, pool) for `config`, without its input.
-  std::unique_ptr<Pipeline> build_chain(const config::Config& config);
+  // The chain (stages, runner, pool) for `config` and frames of `shape`, warmed up, without its input.
+  std::unique_ptr<Pipeline> build_chain(const config::Config& config, const stages::InputShape& shape);
   // Gives `p` its input (with what is left of options.frames) and starts it.
   void attach_and_start(Pipeline& p, std::unique_ptr<stages::FrameSource> source);
   std::unique_ptr<stages::FrameSource> make_input(const config::Config& config);

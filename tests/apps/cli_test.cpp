@@ -205,5 +205,42 @@ TEST(Cli, CovflowdChecksPrintsAndRunsConfigurations) {
   }
 }
 
+TEST(Cli, CovflowdReplaysAFileInTheShapeOfItsRecords) {
+  // A recorded 24-element cf32 file and a configuration with no scenario section: the pipeline is
+  // sized from the file's first record, so every frame goes through (none dropped for its shape).
+  test::ScratchDir dir;
+  const Outcome synth = run(dir, covflow_cli + " synth -o small.cvf -n 12 --set scenario.elements=24 "
+                                               "--set scenario.element_type=cf32 --set scenario.cells=6 "
+                                               "--set scenario.snapshots=64");
+  ASSERT_EQ(synth.code, 0) << synth.err;
+  const std::string ipc = "ipc://" + dir.path().string() + "/";
+  std::ofstream(dir / "replay.yaml") << "daemon:\n  results_endpoint: " << ipc << "r\n  reports_endpoint: " << ipc
+                                     << "p\n  control_endpoint: " << ipc << "c\n"
+                                     << "device:\n  backend: cpu\n"
+                                     << "ingest:\n  source: file\n  file:\n    path: small.cvf\n    pace: fast\n"
+                                     << "pipeline:\n  budget_ms: 5000\n  overflow: block\n";
+  const Outcome replay = run(dir, covflowd + " --config replay.yaml");
+  EXPECT_EQ(replay.code, 0) << replay.err;
+  EXPECT_NE(replay.out.find("frames: in 12  done 12  late 0  dropped 0  in flight 0"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.err.find("frames: snapshots 24 × 64 × 6 cf32"), std::string::npos) << replay.err;
+  EXPECT_EQ(replay.err.find("dropped (shape)"), std::string::npos) << replay.err;
+
+  // Covariance records do not say how many snapshots each estimate was formed from: the key that
+  // must say it is named, as a configuration error.
+  ASSERT_EQ(run(dir, covflow_cli + " synth -o cov.cvf -n 3 --set scenario.payload=covariance --set scenario.cells=2").code, 0);
+  std::ofstream(dir / "cov.yaml") << "daemon:\n  results_endpoint: " << ipc << "r\n  reports_endpoint: " << ipc
+                                  << "p\n  control_endpoint: " << ipc << "c\n"
+                                  << "device:\n  backend: cpu\n"
+                                  << "ingest:\n  source: file\n  file:\n    path: cov.cvf\n    pace: fast\n";
+  const Outcome no_k = run(dir, covflowd + " --config cov.yaml");
+  EXPECT_EQ(no_k.code, 3) << no_k.err;
+  EXPECT_NE(no_k.err.find("cov.yaml: ingest.file.covariance_snapshots: required: cov.cvf holds covariance records"),
+            std::string::npos)
+      << no_k.err;
+  const Outcome with_k = run(dir, covflowd + " --config cov.yaml --set ingest.file.covariance_snapshots=200");
+  EXPECT_EQ(with_k.code, 0) << with_k.err;
+  EXPECT_NE(with_k.out.find("frames: in 3  done 3"), std::string::npos) << with_k.out;
+}
+
 }  // namespace
 }  // namespace covflow

@@ -131,7 +131,7 @@ inline DaemonFixturePaths write_daemon_config(const ScratchDir& dir, const std::
                           << "  report_interval_ms: 200\n"
                           << "device:\n  backend: " << backend << "\n"
                           << "ingest:\n  source: zmq\n  zmq:\n    endpoint: " << p.feed << "\n    pattern: pull\n"
-                          << "scenario:\n  elements: 16\n  snapshots: 64\n  cells: 8\n  jammers: []\n"
+                          << "    shape: {elements: 16, snapshots: 64, cells: 8}\n"
                           << "pipeline:\n  budget_ms: " << budget_ms << "\n  queue_depth: " << queue_depth
                           << "\n  overflow: " << overflow << "\n";
   return p;
@@ -247,7 +247,7 @@ inline void run_daemon_end_to_end(const std::string& covflowd, const std::string
   EXPECT_EQ(after_bad["result"]["state"], "running");
   EXPECT_EQ(after_bad["result"]["reload_failures"], 1);
   const std::string reload_error = after_bad["result"].value("last_reload_error", "");
-  EXPECT_NE(reload_error.find("covflowd.yaml:22: pipeline.budget_mss: unknown key"), std::string::npos) << reload_error;
+  EXPECT_NE(reload_error.find("covflowd.yaml:18: pipeline.budget_mss: unknown key"), std::string::npos) << reload_error;
   EXPECT_NE(reload_error.find("did you mean 'budget_ms'"), std::string::npos) << reload_error;
 
   // The control socket's reload with a good change: applied.
