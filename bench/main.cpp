@@ -11,6 +11,7 @@
 #include "cholupdate_bench.hpp"
 #include "covariance_bench.hpp"
 #include "heev_bench.hpp"
+#include "ingest_bench.hpp"
 #include "pipeline_bench.hpp"
 #if COVFLOW_HAS_CUDA
 #include "heev_chase_bench.hpp"
@@ -45,10 +46,46 @@ int main(int argc, char** argv) {
   pipeline->add_option("--cells", pipeline_options.cells, "Cells per frame")->capture_default_str()->check(CLI::PositiveNumber);
   pipeline->add_option("--channels", pipeline_options.channels, "Channels (array elements)")->capture_default_str()->check(CLI::Range(2, 1024));
   pipeline->add_option("--budget-ms", pipeline_options.budget_ms, "Per-frame budget")->capture_default_str()->check(CLI::PositiveNumber);
+  pipeline->add_option("--snapshots", pipeline_options.snapshots, "Snapshots per cell of a snapshot frame")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  pipeline->add_option("--input", pipeline_options.inputs,
+                       "Inputs to run, in turn: file (the daemon's file replay), zmq (its ZeroMQ input, fed by a sender "
+                       "thread over tcp://127.0.0.1), slot (frames written into the slots: the upper bound)")
+      ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"file", "zmq", "slot"}));
+  pipeline->add_option("--payload", pipeline_options.payloads,
+                       "Frame kinds, in turn: covariance (cf64 N×N per cell), snapshots (cf32 N×K per cell)")
+      ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"covariance", "snapshots"}));
+  pipeline->add_option("--file-frames", pipeline_options.file_frames, "Records in the replayed file (and messages the sender cycles)")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  pipeline->add_option("--ingest-threads", pipeline_options.ingest_threads,
+                       "Threads that check and place each record of the file and zmq inputs (0: covflowd's default)")
+      ->capture_default_str();
+  pipeline->add_option("--zmq-part-bytes", pipeline_options.zmq_part_bytes,
+                       "zmq input: the sender splits each record into parts of this many bytes (0: one part per record)")
+      ->capture_default_str();
+  pipeline->add_option("--zmq-transport", pipeline_options.zmq_transport, "zmq input: the sender binds tcp://127.0.0.1 or an ipc:// socket")
+      ->capture_default_str()->check(CLI::IsMember({"tcp", "ipc"}));
+  pipeline->add_option("--dir", pipeline_options.dir, "Folder for the frame files (default: the system's temporary folder)");
+  pipeline->add_option("--max-rate", pipeline_options.max_rates,
+                       "Headroom: after the runs, each input at these rates in turn (Hz, rising), each for --step-seconds, "
+                       "until one fails (a drop, or p99 above --headroom-p99-ms)")
+      ->delimiter(',')->check(CLI::PositiveNumber);
+  pipeline->add_option("--step-seconds", pipeline_options.step_seconds, "How long each headroom rate is fed")->capture_default_str();
+  pipeline->add_option("--headroom-p99-ms", pipeline_options.headroom_p99_ms, "The headroom's p99 bound")->capture_default_str();
   pipeline->add_flag("--copy-input", pipeline_options.copy_input,
-                     "Hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
+                     "slot input: hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
   pipeline->add_flag("--probe-host", pipeline_options.probe_host,
                      "Also run a thread that spins on the clock and reports the host's scheduling gaps (uses one core)");
+  auto* ingest = app.add_subcommand("ingest", "A record's payload into the frame slot with its CRC-32 checked: "
+                                                "CRC, copy, file replay, upload (host side; not run by `all`)");
+  // --warmup, --reps and --json may follow the subcommand.
+  ingest->fallthrough();
+  bench::IngestBenchOptions ingest_options;
+  ingest->add_option("--bytes", ingest_options.bytes, "Payload bytes per record (default: 180 cells × 128² complex double)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  ingest->add_option("--threads", ingest_options.threads, "PayloadMover thread counts (default 1,2,4,8,12, up to the host's)")
+      ->delimiter(',')->check(CLI::Range(1, 1024));
+  ingest->add_option("--dir", ingest_options.dir, "Folder for the file rows' temporary file (default: the system's temporary folder)");
   auto* all = app.add_subcommand("all", "Every benchmark");
   try {
     app.parse(argc, argv);
@@ -70,6 +107,7 @@ int main(int argc, char** argv) {
     if (pipeline->parsed() || all->parsed()) {
       results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
     }
+    if (ingest->parsed()) results.push_back(bench::run_ingest_bench(settings, ingest_options, gpu.get()));
     if (heev_chase->parsed()) {
 #if COVFLOW_HAS_CUDA
       if (gpu) bench::run_heev_chase_bench(settings);

@@ -1,21 +1,31 @@
 #include "pipeline_bench.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <span>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+#include <zmq.hpp>
 
 #include "covflow/config/config.hpp"
 #include "covflow/pipeline/endpoints.hpp"
 #include "covflow/pipeline/metrics.hpp"
 #include "covflow/pipeline/runner.hpp"
+#include "covflow/replay/format.hpp"
+#include "covflow/replay/writer.hpp"
+#include "covflow/stages/ingest.hpp"
 #include "covflow/stages/processing.hpp"
 #include "covflow/stages/publish.hpp"
 #include "covflow/stages/scenario.hpp"
@@ -173,26 +183,229 @@ struct FrameTimes {
   }
 };
 
-config::Config reference_config(const PipelineBenchOptions& o) {
+// ---- the real inputs -------------------------------------------------------------------------
+
+// Ends an input after `total` frames taken, or (a live feed) once its sender has finished and
+// nothing has arrived for a while; forwards everything else, as covflowd's own --frames wrapper does.
+class CountedInput final : public pipeline::FrameInput {
+ public:
+  CountedInput(stages::FrameSource& source, std::uint64_t total, const std::atomic<bool>* sender_done = nullptr)
+      : source_(source), total_(total), sender_done_(sender_done) {}
+  std::optional<replay::Frame> next(std::chrono::milliseconds wait) override {
+    if (ended()) return std::nullopt;
+    auto frame = source_.next(wait);
+    note(frame.has_value());
+    return frame;
+  }
+  bool fills_in_place() const override { return source_.fills_in_place(); }
+  std::optional<replay::FrameHeader> next_into(std::chrono::milliseconds wait, std::span<std::byte> payload) override {
+    if (ended()) return std::nullopt;
+    auto header = source_.next_into(wait, payload);
+    note(header.has_value());
+    return header;
+  }
+  bool ended() const override {
+    if (taken_ >= total_ || source_.ended()) return true;
+    return sender_done_ != nullptr && sender_done_->load() && Clock::now() - last_arrival_ > std::chrono::seconds(2);
+  }
+  std::uint64_t rejected() const override { return source_.rejected(); }
+  std::string last_problem() const override { return source_.last_problem(); }
+  std::string describe() const override { return source_.describe(); }
+  pipeline::InputTiming last_timing() const override { return source_.last_timing(); }
+  void observe_placement(pipeline::PlacementObserver* observer) override { source_.observe_placement(observer); }
+  void recycle(replay::Frame&& frame) override { source_.recycle(std::move(frame)); }
+  std::uint64_t taken() const { return taken_; }
+
+ private:
+  void note(bool took) {
+    if (took) ++taken_;
+    if (took || last_arrival_ == Clock::time_point{}) last_arrival_ = Clock::now();
+  }
+  stages::FrameSource& source_;
+  std::uint64_t total_;
+  const std::atomic<bool>* sender_done_;
+  std::uint64_t taken_ = 0;
+  Clock::time_point last_arrival_{};
+};
+
+// The feed's other end: a thread with its own ZeroMQ context binds a PUSH socket on loopback and
+// sends the records at the rate, each message pointing at a record encoded once (ZeroMQ sends it
+// without copying). PUSH holds the sender back when the receiver's queue is full, so a slow input
+// shows as messages sent late.
+class ZmqSender {
+ public:
+  ZmqSender(const std::vector<std::vector<std::byte>>& records, double rate_hz, std::uint64_t total, std::size_t part_bytes,
+            const std::string& transport)
+      : records_(records), period_(1.0 / rate_hz), total_(total), part_bytes_(part_bytes),
+        socket_(context_, zmq::socket_type::push) {
+    socket_.set(zmq::sockopt::sndhwm, 2);
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind(transport == "ipc" ? fmt::format("ipc://{}/covflow-bench-feed-{}",
+                                                  std::filesystem::temp_directory_path().string(), ::getpid())
+                                    : std::string("tcp://127.0.0.1:*"));
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+  }
+  ~ZmqSender() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  void start() { thread_ = std::thread([this] { send_all(); }); }
+  const std::atomic<bool>& done() const { return done_; }
+  std::uint64_t sent() const { return sent_; }
+  std::uint64_t sent_late() const { return late_; }
+  double worst_lag_ms() const { return worst_lag_ms_; }
+
+ private:
+  void send_all() {
+    const auto start = Clock::now();
+    for (std::uint64_t i = 0; i < total_ && !stop_; ++i) {
+      const auto due = start + std::chrono::duration_cast<Clock::duration>(period_ * double(i));
+      std::this_thread::sleep_until(due);
+      const auto& record = records_[i % records_.size()];
+      const std::size_t part = part_bytes_ == 0 ? record.size() : part_bytes_;
+      for (std::size_t at = 0; at < record.size() && !stop_; at += part) {
+        const std::size_t n = std::min(part, record.size() - at);
+        zmq::message_t message(const_cast<std::byte*>(record.data() + at), n, [](void*, void*) {}, nullptr);
+        const auto flags = at + n < record.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+        while (!stop_) {
+          if (socket_.send(message, flags | zmq::send_flags::dontwait)) break;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));  // the receiver's queue is full
+        }
+      }
+      const double lag_ms = std::chrono::duration<double, std::milli>(Clock::now() - due).count();
+      worst_lag_ms_ = std::max(worst_lag_ms_.load(), lag_ms);
+      if (lag_ms > pipeline::kLateTakeMs) ++late_;
+      ++sent_;
+    }
+    done_ = true;
+  }
+  const std::vector<std::vector<std::byte>>& records_;
+  std::chrono::duration<double> period_;
+  std::uint64_t total_;
+  std::size_t part_bytes_;
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, done_{false};
+  std::atomic<std::uint64_t> sent_{0}, late_{0};
+  std::atomic<double> worst_lag_ms_{0};
+};
+
+// One payload kind of the reference scenario: its configuration, the frames' shape, a few
+// distinct frames (templates) and, made on first use, the file and the encoded records built from
+// them: record i carries template i mod templates with sequence number i.
+struct Scenario {
+  std::string name;
   config::Config cfg;
+  stages::InputShape shape;
+  std::vector<replay::Frame> templates;
+  std::filesystem::path file;
+  std::vector<std::vector<std::byte>> records;
+
+  Scenario() = default;
+  Scenario(const Scenario&) = delete;
+  Scenario& operator=(const Scenario&) = delete;
+  ~Scenario() {
+    std::error_code ignored;
+    if (!file.empty()) std::filesystem::remove(file, ignored);
+  }
+  replay::Frame record(std::uint64_t i, double rate_hz) const {
+    replay::Frame frame = templates[i % templates.size()];
+    frame.header.sequence = i;
+    frame.header.capture_time_ns = std::int64_t(double(i) * 1e9 / rate_hz);
+    return frame;
+  }
+};
+
+constexpr std::size_t kTemplates = 4;
+
+std::unique_ptr<Scenario> make_scenario(const std::string& payload, const PipelineBenchOptions& o) {
+  auto s = std::make_unique<Scenario>();
+  s->name = payload;
+  config::Config& cfg = s->cfg;
   cfg.scenario.elements = o.channels;
   cfg.scenario.cells = o.cells;
-  cfg.scenario.snapshots = 4 * o.channels;  // the covariance estimates' snapshot count (MDL's K)
-  cfg.scenario.payload = config::ScenarioPayload::covariance;
-  cfg.scenario.element_type = config::SampleType::cf64;
   cfg.scenario.frame_rate_hz = o.rate_hz;
+  if (payload == "covariance") {
+    cfg.scenario.payload = config::ScenarioPayload::covariance;
+    cfg.scenario.element_type = config::SampleType::cf64;
+    cfg.scenario.snapshots = 4 * o.channels;  // the estimates' snapshot count (the source count's K)
+  } else {
+    cfg.scenario.payload = config::ScenarioPayload::snapshots;
+    cfg.scenario.element_type = config::SampleType::cf32;
+    cfg.scenario.snapshots = o.snapshots;
+  }
   cfg.pipeline.budget_ms = o.budget_ms;
   cfg.pipeline.queue_depth = 8;
   cfg.pipeline.overflow = config::Overflow::drop_oldest;
   cfg.pipeline.stages.adaptive.enabled = false;
-  return cfg;
+  s->shape = stages::scenario_shape(cfg.scenario);
+  stages::ScenarioGenerator generator(cfg.scenario);
+  for (std::uint64_t t = 0; t < kTemplates; ++t) s->templates.push_back(generator.frame(t));
+  return s;
 }
 
-nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const config::Config& cfg,
-                       const std::vector<replay::Frame>& templates, const PipelineBenchOptions& o, double seconds) {
-  const auto total = std::uint64_t(std::max(1.0, seconds * o.rate_hz));
+void write_file(Scenario& s, const PipelineBenchOptions& o) {
+  if (!s.file.empty()) return;
+  const std::filesystem::path dir = o.dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.dir);
+  s.file = dir / fmt::format("covflow-bench-{}-{}.cvf", s.name, ::getpid());
+  const auto started = Clock::now();
+  replay::Writer writer(s.file, {.overwrite = true});
+  for (int i = 0; i < o.file_frames; ++i) writer.write(s.record(std::uint64_t(i), o.rate_hz));
+  writer.close();
+  fmt::print("  wrote {} ({} records, {:.0f} MB) in {:.1f} s\n", s.file.string(), o.file_frames,
+             double(std::filesystem::file_size(s.file)) / 1e6, std::chrono::duration<double>(Clock::now() - started).count());
+}
+
+void encode_records(Scenario& s, const PipelineBenchOptions& o) {
+  if (!s.records.empty()) return;
+  for (int i = 0; i < o.file_frames; ++i) s.records.push_back(replay::format::encode_record(s.record(std::uint64_t(i), o.rate_hz)));
+}
+
+// The answer the run times: every frame carrying the same template must give the same results
+// (source counts exactly, directions of arrival to 1e-3°), through every input and at every rate —
+// a payload damaged or misplaced on the way in would not. The first frame of each template seen
+// in the whole benchmark is the reference.
+struct ResultCheck {
+  struct Reference {
+    std::vector<std::int32_t> source_count;
+    std::vector<float> doa_deg;
+  };
+  std::array<std::optional<Reference>, kTemplates> reference;
+  std::uint64_t checked = 0, mismatched = 0;
+  std::string first_mismatch;
+
+  void add(const pipeline::FrameSlot& slot) {
+    if (slot.times.done_ns == 0 || !slot.problem.empty()) return;
+    const auto& r = slot.results;
+    auto& ref = reference[slot.sequence % kTemplates];
+    if (!ref) {
+      ref = Reference{r.source_count, r.doa_deg};
+      return;
+    }
+    ++checked;
+    bool same = r.source_count == ref->source_count && r.doa_deg.size() == ref->doa_deg.size();
+    for (std::size_t i = 0; same && i < r.doa_deg.size(); ++i) {
+      const float a = r.doa_deg[i], b = ref->doa_deg[i];
+      same = (std::isnan(a) && std::isnan(b)) || std::abs(a - b) <= 1e-3f;
+    }
+    if (!same && mismatched++ == 0)
+      first_mismatch = fmt::format("frame {} differs from the first frame of template {}", slot.sequence, slot.sequence % kTemplates);
+  }
+};
+
+struct Run {
+  std::string backend, input;
+  double rate_hz = 0, seconds = 0;
+};
+
+nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const PipelineBenchOptions& o, ResultCheck& check,
+                       bool quiet = false) {
+  const auto total = std::uint64_t(std::max(1.0, run.seconds * run.rate_hz));
   pipeline::Metrics metrics;
-  auto chain = stages::make_processing_stages(cfg);
+  auto chain = stages::make_processing_stages(s.cfg, s.shape);
   std::vector<std::string> names;
   for (const auto& stage : chain) names.emplace_back(stage->name());
   names.emplace_back("publish");
@@ -200,98 +413,203 @@ nlohmann::json run_one(const std::string& backend, linalg::Exec& exec, const con
   chain.push_back(std::make_unique<stages::PublishStage>(
       results, stages::PublishOptions{.record_path = {}, .stage_names = names, .json = {}}));
   pipeline::RunnerOptions options;
-  options.budget_ms = cfg.pipeline.budget_ms;
-  options.queue_depth = std::size_t(cfg.pipeline.queue_depth);
-  options.overflow = cfg.pipeline.overflow;
+  options.budget_ms = s.cfg.pipeline.budget_ms;
+  options.queue_depth = std::size_t(s.cfg.pipeline.queue_depth);
+  options.overflow = s.cfg.pipeline.overflow;
   FrameTimes frame_times;
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
   frame_times.publish_ms.reserve(total);
-  pipeline::Runner runner(stages::frame_shape(cfg), std::move(chain), exec, options, metrics,
-                          [&](const pipeline::FrameSlot& slot) { frame_times.add(slot); });
+  pipeline::Runner runner(stages::frame_shape(s.cfg, s.shape), std::move(chain), exec, options, metrics,
+                          [&](const pipeline::FrameSlot& slot) {
+                            frame_times.add(slot);
+                            check.add(slot);
+                          });
+  runner.warm_up(stages::warm_up_frame(s.shape));
 
-  fmt::print("pipeline on {}: {} frames at {} Hz ({:.0f} s) of {} cells × {}² complex double covariance, {}...\n", backend,
-             total, o.rate_hz, seconds, o.cells, o.channels,
-             o.copy_input ? "copied by the ingest thread" : "written into the frame slots");
+  // The input, as covflowd makes it.
+  std::unique_ptr<stages::FrameSource> source;
+  std::unique_ptr<ZmqSender> sender;
+  std::unique_ptr<pipeline::FrameInput> input;
+  PacedInput* paced = nullptr;
+  const bool slot_input = run.input == "slot";
+  if (run.input == "file") {
+    write_file(s, o);
+    replay::ReplayOptions replay{.pace = replay::Pace::fixed, .rate_hz = run.rate_hz, .loop = true};
+    source = stages::replay_source(s.file.string(), replay, s.shape.snapshots, o.ingest_threads);
+    input = std::make_unique<CountedInput>(*source, total);
+  } else if (run.input == "zmq") {
+    encode_records(s, o);
+    sender = std::make_unique<ZmqSender>(s.records, run.rate_hz, total, o.zmq_part_bytes, o.zmq_transport);
+    source = stages::zmq_source(sender->endpoint(), config::ZmqPattern::pull,
+                                {.shape = s.shape,
+                                 .receive_hwm = static_cast<int>(s.cfg.pipeline.queue_depth),
+                                 .threads = o.ingest_threads});
+    input = std::make_unique<CountedInput>(*source, total, &sender->done());
+  } else {
+    auto p = std::make_unique<PacedInput>(s.templates, run.rate_hz, total, !o.copy_input);
+    paced = p.get();
+    input = std::move(p);
+  }
+  const std::string input_label = slot_input ? (o.copy_input ? "slot (copied by the ingest thread)" : "slot (upper bound)")
+                                             : run.input;
+  if (!quiet)
+    fmt::print("pipeline on {}: {} frames at {} Hz ({:.0f} s) of {}, input {}...\n", run.backend, total, run.rate_hz,
+               run.seconds, stages::describe(s.shape), input_label);
   std::fflush(stdout);
-  PacedInput input(templates, o.rate_hz, total, !o.copy_input);
   std::optional<HostProbe> probe;
-  if (o.probe_host) probe.emplace();
-  runner.start(input);
+  if (o.probe_host && !quiet) probe.emplace();
+  runner.start(*input);
+  if (sender) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the PULL side connects
+    sender->start();
+  }
   const auto start = Clock::now();
   auto last_progress = start;
   while (!runner.wait_for(std::chrono::milliseconds(200))) {
     if (Clock::now() - last_progress > std::chrono::seconds(10)) {
-      const auto s = metrics.snapshot();
-      fmt::print("  {:.0f} s: in {}, done {}, dropped {}, late {}\n",
-                 std::chrono::duration<double>(Clock::now() - start).count(), s.frames_in, s.frames_done,
-                 s.frames_dropped, s.frames_late);
+      const auto m = metrics.snapshot();
+      fmt::print("  {:.0f} s: in {}, done {}, dropped {}, late {}\n", std::chrono::duration<double>(Clock::now() - start).count(),
+                 m.frames_in, m.frames_done, m.frames_dropped, m.frames_late);
       std::fflush(stdout);
       last_progress = Clock::now();
     }
   }
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   if (probe) probe->stop();
-  const auto s = metrics.snapshot();
-  nlohmann::json run = pipeline::to_json(s);
-  run["backend"] = backend;
-  run["sent"] = input.sent();
-  run["input"] = o.copy_input ? "copied by the ingest thread" : "written into the frame slots";
-  run["wall_s"] = wall;
-  run["frames_per_s"] = double(s.frames_done) / wall;
-  run["rate_hz"] = o.rate_hz;
-  run["budget_ms"] = o.budget_ms;
-
-  fmt::print("  sent {}  done {}  dropped {}  late {}  ({:.1f} frames/s done over {:.1f} s; the input was paced "
-             "for {:.0f} s)\n", input.sent(), s.frames_done, s.frames_dropped, s.frames_late,
-             double(s.frames_done) / wall, wall, double(total) / o.rate_hz);
-  for (const auto& [reason, count] : s.dropped_by_reason) fmt::print("    dropped ({}): {}\n", reason, count);
-  fmt::print("  {:<12}{:>9}{:>9}{:>9}{:>10}{:>9}\n", "latency ms", "p50", "p90", "p99", "p99.9", "max");
-  auto row = [](const std::string& name, const pipeline::LatencySummary& l) {
-    fmt::print("  {:<12}{:>9.3f}{:>9.3f}{:>9.3f}{:>10.3f}{:>9.3f}\n", name, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms,
-               l.max_ms);
-  };
-  for (const auto& stage : s.stages) row(stage.name, stage.latency);
-  row("end to end", s.end_to_end);
-  run["slowest_percent"] = frame_times.slowest_percent();
-  if (const auto& slow = run["slowest_percent"]; !slow.is_null())
-    fmt::print("  slowest 1 % ({} frames), mean: end to end {:.3f} ms = stages {:.3f} (publish {:.3f}) + outside the "
-               "stages {:.3f} (upload, waits, hand-offs)\n",
-               slow["frames"].get<std::size_t>(), slow["end_to_end_ms"].get<double>(), slow["in_stages_ms"].get<double>(),
-               slow["publish_ms"].get<double>(), slow["outside_stages_ms"].get<double>());
-  if (probe) {
-    run["host_probe"] = probe->summary();
-    const auto& p = run["host_probe"];
-    fmt::print("  host probe ({:.0f} s spinning on the clock): gaps >= 0.1 / 0.25 / 0.5 / 1 / 2 ms: {} / {} / {} / {} / {}; "
-               "longest {:.3f} ms; {:.1f} ms off the CPU in all\n",
-               p["seconds"].get<double>(), p["gaps_at_least_ms"]["0.1"].get<long>(), p["gaps_at_least_ms"]["0.25"].get<long>(),
-               p["gaps_at_least_ms"]["0.5"].get<long>(), p["gaps_at_least_ms"]["1"].get<long>(),
-               p["gaps_at_least_ms"]["2"].get<long>(), p["longest_ms"].get<double>(), p["stalled_ms"].get<double>());
+  const auto m = metrics.snapshot();
+  nlohmann::json out = pipeline::to_json(m);
+  out["backend"] = run.backend;
+  out["payload"] = s.name;
+  out["shape"] = stages::describe(s.shape);
+  out["input_kind"] = run.input;  // "input" is the metrics' object
+  out["input_label"] = input_label;
+  if (run.input == "zmq") {
+    out["zmq_part_bytes"] = o.zmq_part_bytes;
+    out["zmq_endpoint"] = sender->endpoint();
   }
-  return run;
+  out["offered"] = total;
+  out["wall_s"] = wall;
+  out["frames_per_s"] = double(m.frames_done) / wall;
+  out["rate_hz"] = run.rate_hz;
+  out["budget_ms"] = o.budget_ms;
+  if (sender) {
+    out["sender"] = {{"sent", sender->sent()}, {"sent_late", sender->sent_late()}, {"worst_lag_ms", sender->worst_lag_ms()}};
+  }
+  if (paced) out["sent"] = paced->sent();
+  // The path is checked, not only timed: nothing may be refused on the way in.
+  std::uint64_t refused = 0;
+  for (const auto& [reason, count] : m.dropped_by_reason)
+    if (reason == pipeline::drop_reason::rejected_input || reason == pipeline::drop_reason::shape) refused += count;
+  out["refused_on_input"] = refused;
+
+  if (!quiet) {
+    fmt::print("  offered {}  in {}  done {}  dropped {}  late {}  ({:.1f} frames/s done over {:.1f} s)\n", total, m.frames_in,
+               m.frames_done, m.frames_dropped, m.frames_late, double(m.frames_done) / wall, wall);
+    for (const auto& [reason, count] : m.dropped_by_reason) fmt::print("    dropped ({}): {}\n", reason, count);
+    fmt::print("  {:<14}{:>9}{:>9}{:>9}{:>10}{:>9}\n", "ms", "p50", "p90", "p99", "p99.9", "max");
+    auto row = [](const std::string& name, const pipeline::LatencySummary& l) {
+      fmt::print("  {:<14}{:>9.3f}{:>9.3f}{:>9.3f}{:>10.3f}{:>9.3f}\n", name, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms);
+    };
+    for (const auto& stage : m.stages) row(stage.name, stage.latency);
+    row("end to end", m.end_to_end);
+    if (m.input.place.count > 0) row("input place", m.input.place);
+    if (m.input.lag.count > 0) row("input lag", m.input.lag);
+    fmt::print("  input: taken {}, taken late {}, behind {}, sequence gaps {}", m.input.taken, m.input.taken_late,
+               m.input.behind, m.input.sequence_gaps);
+    if (sender)
+      fmt::print("; sender: sent {}, late {} (worst {:.2f} ms)", sender->sent(), sender->sent_late(), sender->worst_lag_ms());
+    fmt::print("\n");
+    out["slowest_percent"] = frame_times.slowest_percent();
+    if (const auto& slow = out["slowest_percent"]; !slow.is_null())
+      fmt::print("  slowest 1 % ({} frames), mean: end to end {:.3f} ms = stages {:.3f} (publish {:.3f}) + outside the "
+                 "stages {:.3f} (upload, waits, hand-offs)\n",
+                 slow["frames"].get<std::size_t>(), slow["end_to_end_ms"].get<double>(), slow["in_stages_ms"].get<double>(),
+                 slow["publish_ms"].get<double>(), slow["outside_stages_ms"].get<double>());
+    if (probe) {
+      out["host_probe"] = probe->summary();
+      const auto& p = out["host_probe"];
+      fmt::print("  host probe ({:.0f} s spinning on the clock): gaps >= 0.1 / 0.25 / 0.5 / 1 / 2 ms: {} / {} / {} / {} / {}; "
+                 "longest {:.3f} ms; {:.1f} ms off the CPU in all\n",
+                 p["seconds"].get<double>(), p["gaps_at_least_ms"]["0.1"].get<long>(), p["gaps_at_least_ms"]["0.25"].get<long>(),
+                 p["gaps_at_least_ms"]["0.5"].get<long>(), p["gaps_at_least_ms"]["1"].get<long>(),
+                 p["gaps_at_least_ms"]["2"].get<long>(), p["longest_ms"].get<double>(), p["stalled_ms"].get<double>());
+    }
+    std::fflush(stdout);
+  }
+  if (refused > 0)
+    throw std::runtime_error(fmt::format("pipeline bench: {} frames of the {} input were refused on the way in ({})", refused,
+                                         run.input, source ? source->last_problem() : std::string("shape")));
+  return out;
+}
+
+// A rate is sustained when every frame offered was done, none dropped, p99 within the bound, and
+// the frames came at the rate: a feed that could not send them that fast (its transport, or a
+// receiver that held it back) or a replay that fell behind its schedule does not pass.
+bool passes_headroom(const nlohmann::json& run, double p99_bound_ms) {
+  const auto offered = run["offered"].get<std::uint64_t>();
+  const double span_s = double(offered) / run["rate_hz"].get<double>();
+  return run["frames"]["dropped"].get<std::uint64_t>() == 0 && run["end_to_end"]["p99_ms"].get<double>() <= p99_bound_ms &&
+         run["frames"]["done"].get<std::uint64_t>() == offered && run["wall_s"].get<double>() <= 1.02 * span_s + 0.1;
 }
 
 }  // namespace
 
 nlohmann::json run_pipeline_bench(const Settings& settings, const PipelineBenchOptions& options, linalg::Exec* gpu,
                                   linalg::Exec& cpu) {
-  fmt::print("\n== pipeline: covariance frames of {} cells × {} channels at {} Hz, budget {} ms ==\n", options.cells,
-             options.channels, options.rate_hz, options.budget_ms);
-  const config::Config cfg = reference_config(options);
-  stages::ScenarioGenerator generator(cfg.scenario);
-  std::vector<replay::Frame> templates;
-  for (std::uint64_t s = 0; s < 4; ++s) templates.push_back(generator.frame(s));
-
-  nlohmann::json runs = nlohmann::json::array();
+  fmt::print("\n== pipeline: {} cells × {} channels at {} Hz, budget {} ms; inputs {}; payloads {} ==\n", options.cells,
+             options.channels, options.rate_hz, options.budget_ms, fmt::join(options.inputs, ", "),
+             fmt::join(options.payloads, ", "));
   const double scale = settings.quick ? 0.1 : 1.0;
-  if (gpu) runs.push_back(run_one("cuda", *gpu, cfg, templates, options, options.gpu_seconds * scale));
-  if (settings.cpu) runs.push_back(run_one("cpu", cpu, cfg, templates, options, options.cpu_seconds * scale));
+  nlohmann::json runs = nlohmann::json::array();
+  nlohmann::json headroom = nlohmann::json::array();
+  ResultCheck check;
+  for (const std::string& payload : options.payloads) {
+    auto scenario = make_scenario(payload, options);
+    check = ResultCheck{};  // each payload's frames are their own templates
+    for (const std::string& input : options.inputs) {
+      if (gpu) runs.push_back(run_one({"cuda", input, options.rate_hz, options.gpu_seconds * scale}, *gpu, *scenario, options, check));
+      if (settings.cpu)
+        runs.push_back(run_one({"cpu", input, options.rate_hz, options.cpu_seconds * scale}, cpu, *scenario, options, check));
+    }
+    // Headroom on the GPU, or on the CPU backend when there is no GPU.
+    linalg::Exec* headroom_exec = gpu != nullptr ? gpu : settings.cpu ? &cpu : nullptr;
+    if (headroom_exec != nullptr && !options.max_rates.empty()) {
+      const std::string backend = gpu != nullptr ? "cuda" : "cpu";
+      for (const std::string& input : options.inputs) {
+        double best = 0;
+        nlohmann::json steps = nlohmann::json::array();
+        for (double rate : options.max_rates) {
+          auto result = run_one({backend, input, rate, options.step_seconds * scale}, *headroom_exec, *scenario, options, check, true);
+          const bool pass = passes_headroom(result, options.headroom_p99_ms);
+          fmt::print("  headroom {} {} at {} Hz: done {} of {} in {:.2f} s, dropped {}, p99 {:.3f} ms, input lag p99 {:.3f} ms, "
+                     "sender late {}: {}\n",
+                     payload, input, rate, result["frames"]["done"].get<std::uint64_t>(), result["offered"].get<std::uint64_t>(),
+                     result["wall_s"].get<double>(),
+                     result["frames"]["dropped"].get<std::uint64_t>(), result["end_to_end"]["p99_ms"].get<double>(),
+                     result["input"]["lag"]["p99_ms"].get<double>(),
+                     result.contains("sender") ? result["sender"]["sent_late"].get<std::uint64_t>() : 0,
+                     pass ? "passes" : "fails");
+          std::fflush(stdout);
+          steps.push_back(result);
+          if (!pass) break;
+          best = rate;
+        }
+        headroom.push_back({{"payload", payload}, {"input", input}, {"backend", backend}, {"largest_rate_hz", best},
+                            {"p99_bound_ms", options.headroom_p99_ms}, {"steps", steps}});
+        fmt::print("  headroom {} {}: largest rate with no drop and p99 <= {} ms: {} Hz\n", payload, input,
+                   options.headroom_p99_ms, best);
+      }
+    }
+    fmt::print("  results checked: {} frames against the first of their template, {} differ\n", check.checked, check.mismatched);
+    if (check.mismatched > 0) throw std::runtime_error("pipeline bench: " + check.first_mismatch);
+  }
   return {{"benchmark", "pipeline"},
           {"cells", options.cells},
           {"channels", options.channels},
-          {"element_type", "cf64"},
-          {"payload", "covariance"},
-          {"runs", runs}};
+          {"snapshots", options.snapshots},
+          {"runs", runs},
+          {"headroom", headroom}};
 }
 
 }  // namespace covflow::bench

@@ -1,8 +1,22 @@
-// covflow-bench pipeline: the whole chain (covariance → subspace → publish) under the runner, fed
-// at a fixed frame rate for a fixed time: frames/s, drops, misses and latency percentiles, on the
-// GPU and on the CPU backend (issue 5's reference scenario: 180 cells × 128 channels covariance
-// frames, complex double, at 100 Hz).
+// covflow-bench pipeline: the daemon's chain (covariance → subspace → publish) under the runner,
+// fed at a fixed frame rate for a fixed time through the inputs covflowd itself uses:
+//
+//   file   a frame file written to a temporary folder, replayed by the daemon's file input (pace
+//          fixed at the rate, in a loop): each record read into its frame slot with its CRC checked
+//   zmq    a sender thread with its own ZeroMQ context pushes records over tcp://127.0.0.1 at the
+//          rate into the daemon's ZeroMQ input (PULL), which checks each and copies it into its slot
+//   slot   frames written straight into the pinned frame slots by the bench: no input at all, the
+//          upper bound the real inputs are measured against
+//
+// Latency counts from the moment the whole record is in covflowd's hands (the record due, the
+// message received; for slot, the frame written) to the result published. Reference scenario:
+// 180 cells × 128 channels at 100 Hz, as covariance frames (cf64, 47 MB) and as snapshot frames
+// (256 snapshots, cf32, 47 MB). With --max-rate, each input is also run at rising rates to find
+// the largest it sustains with no drop and p99 within the headroom bound.
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -12,16 +26,30 @@
 namespace covflow::bench {
 
 struct PipelineBenchOptions {
-  double gpu_seconds = 60;  // how long the GPU run is fed
-  double cpu_seconds = 10;  // the CPU run (it cannot keep up; a shorter run shows the same)
+  double gpu_seconds = 60;  // how long each GPU run is fed
+  double cpu_seconds = 10;  // each CPU run (it cannot keep up; a shorter run shows the same)
   double rate_hz = 100;
   int cells = 180;
   int channels = 128;
+  int snapshots = 256;   // per cell in a snapshot frame
   double budget_ms = 10;
-  bool copy_input = false;  // hand frames to the ingest thread to copy (the path before zero-copy input)
-  bool probe_host = false;  // a thread spinning on the clock records how long the host takes it off the CPU
+  std::vector<std::string> inputs{"file", "zmq"};                // file, zmq, slot
+  std::vector<std::string> payloads{"covariance", "snapshots"};  // covariance (cf64), snapshots (cf32)
+  unsigned ingest_threads = 0;    // threads that check and place each record (0: covflowd's default)
+  std::string zmq_transport = "tcp";                  // tcp (127.0.0.1) or ipc (a socket file in the temporary folder)
+  std::size_t zmq_part_bytes = std::size_t(1) << 20;  // the sender splits each record into parts this large (0: one part)
+  int file_frames = 30;           // records in the replayed file (and distinct messages the sender cycles)
+  std::string dir;                // where the frame files go (empty: the system's temporary folder)
+  bool copy_input = false;        // slot input only: hand frames to the ingest thread to copy instead
+  bool probe_host = false;        // a thread spinning on the clock reports how long the host takes it off the CPU
+  // Headroom: rates tried in turn for each input (stop at the first that fails), each for step_seconds.
+  std::vector<double> max_rates;
+  double step_seconds = 10;
+  double headroom_p99_ms = 10;    // a rate passes with no drop and end-to-end p99 at or below this
 };
 
+// Throws std::runtime_error when a run lost frames it should not (a record refused as damaged, a
+// frame dropped for its shape): the benchmark checks the path it times.
 nlohmann::json run_pipeline_bench(const Settings& settings, const PipelineBenchOptions& options, linalg::Exec* gpu,
                                   linalg::Exec& cpu);
 
