@@ -196,7 +196,8 @@ class PlacingInput final : public pipeline::FrameInput {
   bool ended() const override { return produced_.load() >= count_; }
   std::uint64_t rejected() const override { return rejected_.load(); }
   std::string describe() const override { return "placing"; }
-  bool observed() const { return observer_ != nullptr; }
+  // Stretches reported to an observer (the runner clears its observer when ingest ends).
+  std::uint64_t reported() const { return reported_.load(); }
 
  private:
   // Copies `bytes` into `slot` stretch by stretch, reporting the first `reported` bytes' stretches.
@@ -204,7 +205,10 @@ class PlacingInput final : public pipeline::FrameInput {
     for (std::size_t at = 0; at < bytes.size(); at += stretch_) {
       const std::size_t n = std::min(stretch_, bytes.size() - at);
       std::memcpy(slot.data() + at, bytes.data() + at, n);
-      if (observer_ != nullptr && at + n <= reported) observer_->placed(at, at + n);
+      if (observer_ != nullptr && at + n <= reported) {
+        observer_->placed(at, at + n);
+        ++reported_;
+      }
     }
   }
   FrameShape shape_;
@@ -212,7 +216,7 @@ class PlacingInput final : public pipeline::FrameInput {
   std::size_t stretch_;
   pipeline::PlacementObserver* observer_ = nullptr;
   bool refused_once_ = false;
-  std::atomic<std::uint64_t> produced_{0}, rejected_{0};
+  std::atomic<std::uint64_t> produced_{0}, rejected_{0}, reported_{0};
 };
 
 // A stage that runs `action` (if any), can sleep, and counts the frames it ran on and the

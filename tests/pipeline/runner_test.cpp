@@ -554,7 +554,7 @@ TEST(Runner, AnInputThatReportsItsPlacementIsTakenAsAnyOtherOnACpuLane) {
                 metrics, done.callback());
   runner.start(input);
   runner.wait();
-  EXPECT_FALSE(input.observed()) << "nothing to upload on a CPU lane";
+  EXPECT_EQ(input.reported(), 0u) << "nothing to upload on a CPU lane";
   const auto s = metrics.snapshot();
   EXPECT_EQ(s.frames_done, 30u);
   EXPECT_EQ(s.dropped_by_reason.at("rejected_input"), 10u);
