@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/daemon_cli.hpp"
+#include "common/exit_codes.hpp"
 #include "covflow/config/build_info.hpp"
 #include "covflow/config/error.hpp"
 #include "covflow/config/load.hpp"
@@ -72,12 +73,21 @@ class LimitedInput final : public pipeline::FrameInput {
   std::atomic<std::uint64_t> taken_{0};
 };
 
-pipeline::RunnerOptions runner_options(const config::PipelineConfig& p) {
+// Frames the recorder may hold waiting for the disk; beyond, frames are left out of the recording.
+constexpr std::size_t kRecordQueue = 4;
+
+pipeline::RunnerOptions runner_options(const config::PipelineConfig& p, bool recording) {
   pipeline::RunnerOptions options;
   options.budget_ms = p.budget_ms;
   options.queue_depth = std::size_t(p.queue_depth);
   options.overflow = p.overflow;
+  options.kept_slots = recording ? kRecordQueue : 0;
   return options;
+}
+
+const std::string& record_path(const config::Config& cfg) {
+  static const std::string none;
+  return cfg.pipeline.stages.publish.enabled ? cfg.pipeline.stages.publish.record_path : none;
 }
 
 }  // namespace
@@ -109,7 +119,8 @@ Daemon::Daemon(Options options, config::Config config)
                                                          std::chrono::milliseconds(d.report_interval_ms));
   control_ = std::make_unique<pipeline::ControlServer>(d.control_endpoint, *this);
   initial_input_ = make_input(config_);
-  pipeline_ = build_chain(config_, initial_input_->shape());
+  recorder_ = recorder_for(config_);
+  pipeline_ = build_chain(config_, initial_input_->shape(), recorder_);
   log->info("covflowd {} on {}; results {}, reports {} every {} ms, control {}", config::build_info().version,
             name(exec_.backend()), results_->endpoint(), reports_->endpoint(), d.report_interval_ms,
             control_->endpoint());
@@ -118,7 +129,16 @@ Daemon::Daemon(Options options, config::Config config)
 Daemon::~Daemon() {
   if (control_) control_->stop();
   if (pipeline_ && pipeline_->runner) pipeline_->runner->stop_now();
+  if (recorder_) recorder_->close();  // before the pool whose slots it may hold goes
+  pipeline_.reset();
   if (reports_) reports_->stop();
+}
+
+std::shared_ptr<stages::Recorder> Daemon::recorder_for(const config::Config& cfg) {
+  const std::string& path = record_path(cfg);
+  if (path.empty()) return nullptr;
+  if (recorder_ && recorder_->requested() == std::filesystem::path(path)) return recorder_;
+  return std::make_shared<stages::Recorder>(stages::RecorderOptions{.path = path, .queue = kRecordQueue}, &metrics_);
 }
 
 std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cfg) {
@@ -154,22 +174,21 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
   throw std::logic_error("unknown ingest source");
 }
 
-std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg, const stages::InputShape& shape) {
+std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg, const stages::InputShape& shape,
+                                                     std::shared_ptr<stages::Recorder> recorder) {
   auto log = pipeline::logger("covflowd");
   auto p = std::make_unique<Pipeline>();
   auto chain = stages::make_processing_stages(cfg, shape);
   for (const auto& stage : chain) p->stage_names.emplace_back(stage->name());
   if (cfg.pipeline.stages.publish.enabled) {
     p->stage_names.emplace_back("publish");
-    stages::PublishOptions publish{.record_path = cfg.pipeline.stages.publish.record_path,
-                                   .stage_names = p->stage_names,
-                                   .json = {}};
+    stages::PublishOptions publish{.recorder = recorder, .stage_names = p->stage_names, .json = {}};
     auto stage = std::make_unique<stages::PublishStage>(results_, std::move(publish));
     p->publish = stage.get();
     chain.push_back(std::move(stage));
   }
   p->runner = std::make_unique<pipeline::Runner>(stages::frame_shape(cfg, shape), std::move(chain), exec_,
-                                                 runner_options(cfg.pipeline), metrics_);
+                                                 runner_options(cfg.pipeline, recorder != nullptr), metrics_);
   log->info("frames: {}", stages::describe(shape));
   // Warm start: the first real frames then meet the budget like the rest.
   p->runner->warm_up(stages::warm_up_frame(shape));
@@ -239,6 +258,15 @@ int Daemon::run() {
       }
       reload_done_.notify_all();
     }
+    if (!fatal_.empty()) {
+      why = "the running pipeline could not be restored after a reload";
+      break;
+    }
+    if (const std::string failure = pipeline_->runner->device_failure(); !failure.empty()) {
+      fatal_ = "device failure: " + failure;
+      why = "device failure";
+      break;
+    }
     if (pipeline_->runner->finished()) {
       why = "end of input";
       break;
@@ -250,17 +278,33 @@ int Daemon::run() {
     std::lock_guard lock(mutex_);
     state_ = State::draining;
   }
+  reload_done_.notify_all();  // a control reload waiting for the main loop is answered now
   log->info("stopping ({}): finishing {} frames in flight", why, pipeline_->runner->in_flight());
-  pipeline_->runner->drain();
-  if (pipeline_->publish) pipeline_->publish->close();
+  drain_running();
+  if (recorder_) recorder_->close();
   control_->stop();
   reports_->stop();  // the final report
   const auto snapshot = metrics_.snapshot();
   log->info("stopped: frames in {}, done {}, late {}, dropped {}", snapshot.frames_in, snapshot.frames_done,
             snapshot.frames_late, snapshot.frames_dropped);
   if (options_.print_report) print_final_report();
-  reload_done_.notify_all();
+  if (!fatal_.empty()) {
+    log->critical("exiting with an error: {}", fatal_);
+    return fatal_.starts_with("device failure") ? exit_code::device_unavailable : exit_code::internal_error;
+  }
   return 0;
+}
+
+void Daemon::drain_running() {
+  auto& runner = *pipeline_->runner;
+  runner.request_drain();
+  while (!runner.wait_for(std::chrono::milliseconds(50))) {
+    if (signals().terminate.exchange(false)) {
+      pipeline::logger("covflowd")->warn("second stop signal: dropping the {} frames still queued", runner.in_flight());
+      runner.stop_now();
+      return;
+    }
+  }
 }
 
 void Daemon::print_final_report() {
@@ -313,20 +357,30 @@ Daemon::Change Daemon::apply_reload() {
     std::unique_ptr<stages::FrameSource> fresh_input = input_changed ? make_input(effective) : nullptr;
     const stages::InputShape old_shape = pipeline_->source->shape();
     const stages::InputShape new_shape = fresh_input ? fresh_input->shape() : old_shape;
+    // Likewise the recording: an unchanged record_path keeps the running recorder (the same file
+    // goes on), a new one is created now.
+    std::shared_ptr<stages::Recorder> next_recorder = recorder_for(effective);
     log->info("reload: finishing {} frames in flight before switching pipelines", pipeline_->runner->in_flight());
-    pipeline_->runner->drain();
-    if (pipeline_->publish) pipeline_->publish->close();
+    drain_running();
+    if (recorder_) recorder_->flush();  // it gives back the old pool's slots before the pool goes
     frames_taken_before_ += pipeline_->input->taken();
     // The stages are prepared on the Exec only once the old chain is idle. If the new chain
-    // cannot be built, the running configuration's chain is rebuilt on the old input and the
-    // reload is refused.
+    // cannot be built, the running configuration's chain is rebuilt on the old input (and the
+    // old recorder) and the reload is refused; if even that fails, the daemon stops with an error.
     std::unique_ptr<Pipeline> replacement;
     try {
-      replacement = build_chain(effective, new_shape);
+      replacement = build_chain(effective, new_shape, next_recorder);
     } catch (const std::exception& e) {
       log->error("reload: the new pipeline cannot be built ({}); restarting the running one", e.what());
-      replacement = build_chain(running, old_shape);
-      attach_and_start(*replacement, std::move(pipeline_->source));
+      if (next_recorder && next_recorder != recorder_) next_recorder->close();
+      try {
+        replacement = build_chain(running, old_shape, recorder_);
+        attach_and_start(*replacement, std::move(pipeline_->source));
+      } catch (const std::exception& again) {
+        fatal_ = fmt::format("the running pipeline cannot be rebuilt either: {}", again.what());
+        log->critical("reload: {}", fatal_);
+        throw;
+      }
       {
         std::lock_guard lock(mutex_);
         pipeline_ = std::move(replacement);
@@ -334,6 +388,11 @@ Daemon::Change Daemon::apply_reload() {
       throw;
     }
     attach_and_start(*replacement, input_changed ? std::move(fresh_input) : std::move(pipeline_->source));
+    if (next_recorder != recorder_) {
+      if (recorder_) recorder_->close();
+      recorder_ = next_recorder;
+      change.applied.emplace_back(recorder_ ? "recording to " + recorder_->path().string() : std::string("recording stopped"));
+    }
     std::lock_guard lock(mutex_);
     pipeline_ = std::move(replacement);
   }

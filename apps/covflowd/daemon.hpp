@@ -25,6 +25,7 @@
 #include "covflow/pipeline/runner.hpp"
 #include "covflow/stages/ingest.hpp"
 #include "covflow/stages/publish.hpp"
+#include "covflow/stages/recorder.hpp"
 
 namespace covflow::daemon {
 
@@ -54,8 +55,12 @@ class Daemon final : public pipeline::ControlHandler {
   ~Daemon() override;
 
   // Runs until SIGTERM/SIGINT, a shutdown request, or the input's end (a file replayed once, or
-  // options.frames taken): every frame taken from the input is finished, the final report is
-  // published (and printed), and 0 is returned.
+  // options.frames taken): every frame taken from the input is finished (a second SIGTERM or
+  // SIGINT stops at once, dropping what is queued, counted), the recording is closed with its
+  // index, the final report is published (and printed), and 0 is returned. After a device failure
+  // (a sticky CUDA error) the same ending comes at once and returns exit_code::device_unavailable,
+  // so that a supervisor restarts the process; after a reload that could neither apply nor restore
+  // the running pipeline, exit_code::internal_error.
   int run();
 
   // pipeline::ControlHandler (called on the control thread)
@@ -74,8 +79,16 @@ class Daemon final : public pipeline::ControlHandler {
     std::vector<std::string> applied, needs_restart;
   };
 
-  // The chain (stages, runner, pool) for `config` and frames of `shape`, warmed up, without its input.
-  std::unique_ptr<Pipeline> build_chain(const config::Config& config, const stages::InputShape& shape);
+  // The chain (stages, runner, pool) for `config` and frames of `shape`, warmed up, without its
+  // input; its publish stage records through `recorder` (null: no recording).
+  std::unique_ptr<Pipeline> build_chain(const config::Config& config, const stages::InputShape& shape,
+                                        std::shared_ptr<stages::Recorder> recorder);
+  // The recorder `config` asks for: the running one when record_path is unchanged, a new one
+  // (its file created now: replay::IoError when it cannot be) when it changed, null for none.
+  std::shared_ptr<stages::Recorder> recorder_for(const config::Config& config);
+  // Stops the running pipeline's input and waits until its frames are done; a second SIGTERM or
+  // SIGINT meanwhile drops what is still queued instead (counted) and returns at once.
+  void drain_running();
   // Gives `p` its input (with what is left of options.frames) and starts it.
   void attach_and_start(Pipeline& p, std::unique_ptr<stages::FrameSource> source);
   std::unique_ptr<stages::FrameSource> make_input(const config::Config& config);
@@ -92,6 +105,7 @@ class Daemon final : public pipeline::ControlHandler {
   std::unique_ptr<pipeline::ReportPublisher> reports_;
   std::unique_ptr<pipeline::ControlServer> control_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::shared_ptr<stages::Recorder> recorder_;  // pipeline.stages.publish.record_path's, across reloads
   std::unique_ptr<stages::FrameSource> initial_input_;  // made with the first pipeline, started by run()
   std::uint64_t frames_taken_before_ = 0;  // taken by pipelines a reload replaced (for options.frames)
   std::int64_t started_ns_ = 0;
@@ -105,6 +119,7 @@ class Daemon final : public pipeline::ControlHandler {
   std::uint64_t reloads_done_ = 0, reload_failures_ = 0;
   std::string last_reload_error_;
   std::optional<nlohmann::json> last_reload_reply_;
+  std::string fatal_;  // why the daemon must stop with an error (main loop only)
 };
 
 }  // namespace covflow::daemon

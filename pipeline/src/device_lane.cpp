@@ -44,6 +44,11 @@ class CudaLane final : public DeviceLane {
   bool stage_complete(std::size_t stage) override { return ends_.at(stage).ready(); }
   void synchronize() override { COVFLOW_CUDA_TRY(cudaStreamSynchronize(context_.stream())); }
   void wait_uploads() override { copy_.synchronize(); }
+  std::string lost() override {
+    const cudaError_t status = cudaDeviceSynchronize();
+    if (status == cudaSuccess) return {};
+    return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+  }
   double elapsed_ms(std::size_t from, std::size_t to) override {
     const linalg::cuda::Event& a = from == kStart ? start_ : ends_.at(from);
     return double(ends_.at(to).elapsed_since(a));

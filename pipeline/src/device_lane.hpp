@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "covflow/linalg/exec.hpp"
 #include "covflow/pipeline/frame.hpp"
@@ -39,6 +40,10 @@ class DeviceLane {
   // GPU milliseconds from the end event of `from` (kStart: the start event) to the end event of
   // `to`; both must have completed.
   virtual double elapsed_ms(std::size_t from, std::size_t to) = 0;
+  // After an error: what left the device unusable for this process ("" when it still works). A
+  // sticky error (an illegal address in a kernel, a launch failure) is returned by every later
+  // CUDA call, a device synchronisation included.
+  virtual std::string lost() = 0;
 };
 
 // The ingest thread's side of the upload: stretches of a payload copied to the slot's device

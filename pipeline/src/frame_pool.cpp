@@ -106,6 +106,7 @@ FramePool::FramePool(const FrameShape& shape, const std::vector<SlotNeeds>& need
       slot.device.upload_event = st.events.back().get();
 #endif
     }
+    slot.pool = this;
     slot.results.reserve(shape);
     slot.stages.assign(options.stage_count, StageRecord{});
     slot.problem.reserve(256);
@@ -131,19 +132,36 @@ bool FramePool::results_moved(const Entry& e) const {
   return !std::equal(std::begin(now), std::end(now), std::begin(e.results_data));
 }
 
+FramePool::Entry& FramePool::entry_of(FrameSlot* slot) const {
+  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const auto& e) { return &e->slot == slot; });
+  if (it == slots_.end()) throw std::invalid_argument("FramePool: the slot is not from this pool");
+  return **it;
+}
+
 FrameSlot* FramePool::acquire(std::chrono::milliseconds wait) {
   std::unique_lock lock(mutex_);
   if (!freed_.wait_for(lock, wait, [&] { return !free_.empty(); })) return nullptr;
   FrameSlot* slot = free_.back();
   free_.pop_back();
+  entry_of(slot).holds = 1;
   return slot;
+}
+
+void FramePool::retain(FrameSlot* slot) {
+  Entry& entry = entry_of(slot);
+  std::lock_guard lock(mutex_);
+  if (entry.holds == 0) throw std::logic_error("FramePool::retain: the slot is free");
+  ++entry.holds;
 }
 
 void FramePool::release(FrameSlot* slot) {
   if (slot == nullptr) return;
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const auto& e) { return &e->slot == slot; });
-  if (it == slots_.end()) throw std::invalid_argument("FramePool::release: the slot is not from this pool");
-  Entry& entry = **it;
+  Entry& entry = entry_of(slot);
+  {
+    std::lock_guard lock(mutex_);
+    if (entry.holds == 0) throw std::logic_error("FramePool::release: slot released twice");
+    if (--entry.holds > 0) return;  // another holder gives it back
+  }
   bool grew = results_moved(entry);
   if (grew) {
     // Restore the documented sizes so the next frame starts from the reserved layout again.

@@ -148,7 +148,9 @@ nlohmann::json to_json(const MetricsSnapshot& m) {
             {"taken_late", m.input.taken_late},
             {"behind", m.input.behind},
             {"sequence_gaps", m.input.sequence_gaps},
-            {"place", to_json(m.input.place)}}}};
+            {"place", to_json(m.input.place)}}},
+          {"recording",
+           {{"written", m.recording.written}, {"left_out", m.recording.left_out}, {"failed", m.recording.failed}}}};
 }
 
 // ---- Metrics -------------------------------------------------------------------------------
@@ -246,6 +248,9 @@ MetricsSnapshot Metrics::snapshot() const {
              .behind = behind_.load(std::memory_order_relaxed),
              .sequence_gaps = sequence_gaps_.load(std::memory_order_relaxed),
              .place = input_place_.summary()};
+  m.recording.written = recorded_.load(std::memory_order_relaxed);
+  m.recording.left_out = record_left_out_.load(std::memory_order_relaxed);
+  m.recording.failed = record_failed_.load(std::memory_order_relaxed);
   m.end_to_end = end_to_end_.summary();
   m.queue_depth = queue_depth_.load(std::memory_order_relaxed);
   m.queue_max_depth = queue_max_.load(std::memory_order_relaxed);
@@ -275,7 +280,8 @@ void Metrics::reset() {
   end_to_end_.reset();
   input_lag_.reset();
   input_place_.reset();
-  for (auto* counter : {&taken_, &taken_late_, &behind_, &sequence_gaps_}) counter->store(0, std::memory_order_relaxed);
+  for (auto* counter : {&taken_, &taken_late_, &behind_, &sequence_gaps_, &recorded_, &record_left_out_, &record_failed_})
+    counter->store(0, std::memory_order_relaxed);
   queue_max_.store(queue_depth_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   blocked_ns_.store(0, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "covflow/linalg/error.hpp"
 #include "covflow/pipeline/logging.hpp"
 #include "device_lane.hpp"
 
@@ -24,6 +25,17 @@ double ms_between(std::int64_t from_ns, std::int64_t to_ns) { return double(to_n
 
 constexpr milliseconds kPoll{50};  // how long a worker or a blocked ingest waits before looking at the stop flags
 
+// CUDA errors the runtime documents as leaving the process in an inconsistent state, every later
+// CUDA call returning the same error: an illegal address, a launch timeout, a device-side assert,
+// a hardware stack error, an illegal or misaligned instruction or address, an invalid program
+// counter, a launch failure.
+bool sticky_cuda_error(int code) {
+  switch (code) {
+    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719: return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 // What one worker owns: its Exec, the CUDA side (null on a CPU lane), the stages' moving cost
@@ -39,7 +51,7 @@ struct Runner::Lane {
 };
 
 std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes) {
-  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + 1;
+  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + 1 + options.kept_slots;
 }
 
 std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHeader& h, std::size_t payload_bytes) {
@@ -451,7 +463,7 @@ void Runner::lane_loop(Lane& lane) {
       // Only the runner's own CUDA calls get here (stage exceptions are handled in process()).
       log_->error("frame {}: lane error: {}", slot->sequence, e.what());
       slot->problem = e.what();
-      metrics_.frame_dropped(drop_reason::stage_error);
+      metrics_.frame_dropped(device_lost(lane, e) ? drop_reason::device_error : drop_reason::stage_error);
       complete(*slot);
     }
     parity ^= 1;
@@ -576,7 +588,7 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
       return;
     } catch (const std::exception& e) {
       log_->error("frame {} dropped: stage {} failed: {}", slot.sequence, stage.name(), e.what());
-      drop_failed_at(i, e.what(), drop_reason::stage_error);
+      drop_failed_at(i, e.what(), device_lost(lane, e) ? drop_reason::device_error : drop_reason::stage_error);
       return;
     } catch (...) {
       const char* problem = "an exception that is not a std::exception";
@@ -589,6 +601,36 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
   slot.times.done_ns = now_ns();
   metrics_.frame_done(ms_between(slot.times.arrival_ns, slot.times.done_ns), slot.times.done_ns > slot.times.deadline_ns);
   complete(slot);
+}
+
+bool Runner::device_lost(Lane& lane, const std::exception& e) {
+  std::string why;
+  if (const auto* cuda = dynamic_cast<const linalg::CudaError*>(&e); cuda != nullptr && sticky_cuda_error(cuda->code()))
+    why = e.what();
+  else if (lane.device) {
+    try {
+      why = lane.device->lost();
+    } catch (const std::exception& query) {
+      why = query.what();
+    }
+  }
+  if (why.empty()) return false;
+  bool first = false;
+  {
+    std::lock_guard lock(failure_mutex_);
+    first = device_failure_.empty();
+    if (first) device_failure_ = why;
+  }
+  if (first)
+    log_->critical("the device failed for good ({}): no more frames are taken; the process must restart to use it", why);
+  stop_now_ = true;
+  stop_ingest_ = true;
+  return true;
+}
+
+std::string Runner::device_failure() const {
+  std::lock_guard lock(failure_mutex_);
+  return device_failure_;
 }
 
 // Hands the frame to the callback and its slot back to the pool (the frame has already been

@@ -7,22 +7,9 @@
 namespace covflow::stages {
 
 PublishStage::PublishStage(std::shared_ptr<pipeline::ResultsPublisher> publisher, PublishOptions options)
-    : publisher_(std::move(publisher)), options_(std::move(options)) {
-  if (!options_.record_path.empty())
-    writer_ = std::make_unique<replay::Writer>(options_.record_path, replay::WriterOptions{.overwrite = options_.overwrite_record});
-}
+    : publisher_(std::move(publisher)), options_(std::move(options)) {}
 
-PublishStage::~PublishStage() {
-  try {
-    close();
-  } catch (const std::exception& e) {
-    pipeline::logger("stages")->error("publish: closing {}: {}", options_.record_path, e.what());
-  }
-}
-
-void PublishStage::close() {
-  if (writer_) writer_->close();
-}
+PublishStage::~PublishStage() = default;
 
 namespace {
 
@@ -52,9 +39,9 @@ void PublishStage::run(pipeline::FrameSlot& frame, linalg::Exec&) {
     else
       ++unsent_;
   }
-  // A write error is this frame's stage error (counted, logged by the runner); the next frame
-  // tries again.
-  if (writer_) writer_->write(frame.header, frame.host.payload.first(std::size_t(frame.header.payload_bytes())));
+  // Never waits for the disk: a frame the recorder has no room for is left out of the recording
+  // and counted there.
+  if (options_.recorder) options_.recorder->offer(frame);
 }
 
 }  // namespace covflow::stages

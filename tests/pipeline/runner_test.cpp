@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "covflow/linalg/error.hpp"
 #include "covflow/pipeline/runner.hpp"
 #include "fakes.hpp"
 #include "test_support.hpp"
@@ -559,6 +560,32 @@ TEST(Runner, AnInputThatReportsItsPlacementIsTakenAsAnyOtherOnACpuLane) {
   EXPECT_EQ(s.frames_done, 30u);
   EXPECT_EQ(s.dropped_by_reason.at("rejected_input"), 10u);
   EXPECT_EQ(done.payload_mismatches, 0u);
+}
+
+TEST(Runner, AStickyDeviceErrorStopsTheRunnerAndSaysWhy) {
+  auto exec = linalg::Exec::cpu(1);
+  Metrics metrics;
+  Chain chain;
+  // Frame 5 meets an illegal address (cudaErrorIllegalAddress, 700): every later CUDA call of the
+  // process would fail the same way. A non-sticky CUDA error (an invalid argument, 1) on frame 2
+  // drops that frame only.
+  chain.add(std::make_unique<FakeStage>("gpu", 0us, false, [](FrameSlot& f) {
+    if (f.sequence == 2) throw linalg::CudaError("cudaMemcpyAsync: invalid argument", 1);
+    if (f.sequence == 5) throw linalg::CudaError("kernel: an illegal memory access was encountered", 700);
+  }));
+  test::GeneratedInput input(small_shape(), 0, 200us);  // never ends by itself
+  Runner runner(small_shape(), std::move(chain.stages), exec, {.budget_ms = 1000, .queue_depth = 4, .overflow = Overflow::block},
+                metrics);
+  runner.start(input);
+  runner.wait();  // ends by itself: the device failure stops it
+  EXPECT_NE(runner.device_failure().find("illegal memory access"), std::string::npos) << runner.device_failure();
+  const auto s = metrics.snapshot();
+  expect_accounted(s);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_EQ(s.dropped_by_reason.at("stage_error"), 1u);
+  EXPECT_EQ(s.dropped_by_reason.at("device_error"), 1u);
+  EXPECT_EQ(s.frames_done, 4u);  // 0, 1, 3, 4
+  EXPECT_LT(input.produced(), 5u + 4u + 4u) << "input stopped soon after the failure";
 }
 
 }  // namespace

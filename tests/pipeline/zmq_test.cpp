@@ -71,8 +71,10 @@ TEST(ZmqEndpoints, PublishStageSendsOneResultPerFrameAndRecordsTheInput) {
     f.results.doa_deg[stride] = 5.0f;
     f.results.doa_deg[stride + 1] = float(f.sequence);
   }));
+  // A queue as long as the run: no frame is left out however slow the disk.
+  auto recorder = std::make_shared<stages::Recorder>(stages::RecorderOptions{.path = dir / "run.cvf", .queue = 8});
   auto publish = std::make_unique<stages::PublishStage>(
-      publisher, stages::PublishOptions{.record_path = (dir / "run.cvf").string(), .stage_names = {"subspace", "publish"}, .json = {}});
+      publisher, stages::PublishOptions{.recorder = recorder, .stage_names = {"subspace", "publish"}, .json = {}});
   auto* publish_stage = publish.get();
   stages.push_back(std::move(publish));
   Metrics metrics;
@@ -85,7 +87,8 @@ TEST(ZmqEndpoints, PublishStageSendsOneResultPerFrameAndRecordsTheInput) {
     runner.start(input);
     runner.wait();
     EXPECT_EQ(publish_stage->published(), 5u);
-    publish_stage->close();
+    recorder->close();
+    EXPECT_EQ(recorder->written(), 5u);
   }
   for (std::uint64_t s = 0; s < 5; ++s) {
     auto message = sub.receive(2000ms);

@@ -26,6 +26,8 @@
 
 namespace covflow::pipeline {
 
+class FramePool;
+
 // The largest frame a pool is sized for, and what the stages need to know of it.
 struct FrameShape {
   replay::ElementType element_type = replay::ElementType::cf64;  // cf32 or cf64
@@ -114,6 +116,9 @@ struct FrameSlot {
   // input placed it, and recorded device.upload_event after the last stretch: the lane waits for
   // that event instead of uploading.
   bool payload_on_device = false;
+  // The pool the slot belongs to: a stage that keeps the slot past the frame's end (the publish
+  // stage's recorder) retains it there and releases it when done (FramePool::retain, release).
+  FramePool* pool = nullptr;
 };
 
 }  // namespace covflow::pipeline

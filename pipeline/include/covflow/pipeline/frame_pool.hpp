@@ -44,10 +44,15 @@ class FramePool {
   FramePool& operator=(const FramePool&) = delete;
 
   // A free slot, waiting up to `wait` for one; nullptr when none came free. The slot is handed out
-  // as the last user left it: the runner resets what it needs (results, stage records).
+  // as the last user left it: the runner resets what it needs (results, stage records). The
+  // caller holds it once.
   FrameSlot* acquire(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
-  // Gives a slot back. A slot whose FrameResults storage moved (a stage grew a vector: an
-  // allocation in the frame loop) is counted in growths() and its storage re-reserved.
+  // One more holder of a slot already held: someone who reads it after the frame is done (the
+  // recorder writes its payload on its own thread). Each holder releases it once.
+  void retain(FrameSlot* slot);
+  // Drops a hold; the last one gives the slot back to the pool. A slot whose FrameResults storage
+  // moved (a stage grew a vector: an allocation in the frame loop) is counted in growths() and its
+  // storage re-reserved.
   void release(FrameSlot* slot);
 
   std::size_t capacity() const { return slots_.size(); }
@@ -67,7 +72,9 @@ class FramePool {
     FrameSlot slot;
     std::unique_ptr<Storage> storage;
     const void* results_data[8] = {};  // where the results' vectors were, to notice growth
+    int holds = 0;                     // under mutex_
   };
+  Entry& entry_of(FrameSlot* slot) const;
   void remember_results(Entry& entry);
   bool results_moved(const Entry& entry) const;
 

@@ -32,6 +32,7 @@ inline constexpr std::string_view shape = "shape";                    // wrong k
 inline constexpr std::string_view rejected_input = "rejected_input";  // damaged record or message
 inline constexpr std::string_view stage_error = "stage_error";        // a stage threw something else
 inline constexpr std::string_view shutdown = "shutdown";              // queued when stop_now() was called
+inline constexpr std::string_view device_error = "device_error";      // the device failed for good on this frame
 }  // namespace drop_reason
 
 // Percentiles of one histogram, in milliseconds.
@@ -114,6 +115,12 @@ struct MetricsSnapshot {
   LatencySummary end_to_end;          // arrival → last stage done
   std::vector<StageSnapshot> stages;  // in chain order
   InputSnapshot input;
+  // The recording of the input (pipeline.stages.publish.record_path), off the frames' path.
+  struct {
+    std::uint64_t written = 0;   // records written
+    std::uint64_t left_out = 0;  // frames left out: the writer was behind (its queue full)
+    std::uint64_t failed = 0;    // writes that failed (logged)
+  } recording;
 };
 
 // The JSON of docs/zmq.md ("latency" reports, the "stats" control reply).
@@ -151,6 +158,10 @@ class Metrics {
   // time spent placing and checking its payload (0: not measured), missing the frames its sequence
   // number skipped over. Lock-free.
   void frame_taken(std::int64_t lag_ns, bool more_waiting, std::int64_t place_ns, std::uint64_t missing);
+  // The recorder's counts (stages::Recorder, on its own thread).
+  void frame_recorded() { recorded_.fetch_add(1, std::memory_order_relaxed); }
+  void recording_left_out() { record_left_out_.fetch_add(1, std::memory_order_relaxed); }
+  void recording_failed() { record_failed_.fetch_add(1, std::memory_order_relaxed); }
 
   MetricsSnapshot snapshot() const;
   // Counters, histograms and the queue maximum back to zero. Frames in flight stay in flight
@@ -173,6 +184,7 @@ class Metrics {
   std::atomic<std::uint64_t> queue_depth_{0}, queue_max_{0}, queue_capacity_{0};
   std::atomic<std::int64_t> blocked_ns_{0};
   std::atomic<std::uint64_t> taken_{0}, taken_late_{0}, behind_{0}, sequence_gaps_{0};
+  std::atomic<std::uint64_t> recorded_{0}, record_left_out_{0}, record_failed_{0};
   LatencyHistogram input_lag_, input_place_;
   LatencyHistogram end_to_end_;
   std::vector<std::unique_ptr<StageCounters>> stages_;

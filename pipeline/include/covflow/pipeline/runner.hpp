@@ -64,9 +64,12 @@ struct RunnerOptions {
   std::size_t queue_depth = 8;              // frames waiting between ingest and the lanes
   Overflow overflow = Overflow::drop_oldest;
   // Frame slots in the pool; 0 picks the least that never starves ingest: the queue, two per lane
-  // (the frame computing and the one uploading) and one being filled. A smaller value is raised
-  // to that minimum.
+  // (the frame computing and the one uploading), one being filled and the kept ones. A smaller
+  // value is raised to that minimum.
   std::size_t slots = 0;
+  // Slots stages may keep past a frame's end (FramePool::retain: the recorder's queue), added to
+  // the minimum so that ingest never waits for them.
+  std::size_t kept_slots = 0;
   std::chrono::milliseconds input_wait{20};  // one FrameInput::next wait; bounds stop latency
   double cost_smoothing = 0.25;              // weight of the newest time in a stage's moving cost
   // A degradable stage skipped this many frames in a row runs once on the next frame to refresh
@@ -107,6 +110,9 @@ class Runner {
   // Stops taking input, finishes every queued and in-flight frame, then stops (the SIGTERM
   // path). Blocks until the threads are done.
   void drain();
+  // The same without waiting: the threads end by themselves once the queue is empty; wait_for()
+  // says when (and stop_now() can still cut it short).
+  void request_drain() { stop_ingest_ = true; }
   // Stops at once: the frame a worker is on is finished, queued ones are dropped (reason
   // "shutdown", counted). Blocks until the threads are done.
   void stop_now();
@@ -123,6 +129,10 @@ class Runner {
   bool input_ended() const { return input_ended_.load(); }
   // Frames taken from the input and not yet done or dropped.
   std::size_t in_flight() const { return in_flight_.load(); }
+  // Why the device can no longer be used, once a frame met a sticky device error ("" until
+  // then): the runner stops taking input, drops what is queued (reason shutdown, the frame that
+  // met it device_error) and ends. The process must restart to use the GPU again.
+  std::string device_failure() const;
 
   const FramePool& pool() const { return *pool_; }
   const FrameShape& shape() const { return shape_; }
@@ -173,6 +183,10 @@ class Runner {
   std::condition_variable done_cv_;
   std::size_t threads_running_ = 0;
   std::uint64_t shape_drops_ = 0;  // ingest thread only
+  // Whether `e`, caught on a lane, means the device is gone for good (and records why if so).
+  bool device_lost(Lane& lane, const std::exception& e);
+  mutable std::mutex failure_mutex_;
+  std::string device_failure_;
   std::optional<std::uint64_t> last_sequence_;  // ingest thread only: the last frame taken
 };
 

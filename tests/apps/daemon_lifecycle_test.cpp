@@ -1,0 +1,169 @@
+// covflowd's lifecycle as a supervisor and an operator meet it: a reload while recording, a stop
+// signal while a control reload waits, a second stop signal during a long drain, a stop signal
+// during a long gap of a recorded replay. Each started as a user starts it, on the CPU backend.
+#include "daemon_e2e.hpp"
+
+#include <regex>
+
+#include "covflow/replay/reader.hpp"
+#include "covflow/replay/writer.hpp"
+
+namespace covflow::test {
+namespace {
+
+struct Setup {
+  DaemonFixturePaths paths;
+  std::string yaml;  // the configuration as written (a test may rewrite it)
+};
+
+// A configuration with the daemon's sockets in `dir` (ipc), the CPU backend and `body` below it.
+Setup daemon_setup(const ScratchDir& dir, const std::string& body) {
+  Setup s;
+  auto& p = s.paths;
+  p.config = dir / "covflowd.yaml";
+  p.out = dir / "covflowd.out";
+  p.err = dir / "covflowd.err";
+  const std::string base = "ipc://" + dir.path().string() + "/";
+  p.results = base + "results";
+  p.reports = base + "reports";
+  p.control = base + "control";
+  s.yaml = "daemon:\n  results_endpoint: " + p.results + "\n  reports_endpoint: " + p.reports +
+           "\n  control_endpoint: " + p.control + "\n  report_interval_ms: 100\ndevice:\n  backend: cpu\n" + body;
+  std::ofstream(p.config) << s.yaml;
+  return s;
+}
+
+std::uint64_t frames_done(zmq::context_t& context, const DaemonFixturePaths& p) {
+  const json status = control(context, p.control, "status", 2000ms);
+  if (status.is_null() || !status.contains("result")) return 0;
+  return status["result"]["frames"].value("done", std::uint64_t{0});
+}
+
+// Waits (up to 60 s) until `done` frames are through.
+bool wait_for_frames(zmq::context_t& context, const DaemonFixturePaths& p, std::uint64_t done) {
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < until) {
+    if (frames_done(context, p) >= done) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+TEST(DaemonLifecycle, AReloadWhileRecordingKeepsTheDaemonRunningAndTheRecording) {
+  ScratchDir dir;
+  // A file from an earlier run is at the record path: it is kept, the recording goes beside it.
+  write_bytes(dir / "rec.cvf", std::vector<std::byte>(100, std::byte{1}));
+  auto s = daemon_setup(dir, "scenario:\n  cells: 4\n  snapshots: 32\npipeline:\n  budget_ms: 1000\n  stages:\n"
+                             "    publish:\n      record_path: " + (dir / "rec.cvf").string() + "\n");
+  zmq::context_t context;
+  Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
+  ASSERT_FALSE(wait_until_up(context, daemon, s.paths).is_null());
+  ASSERT_TRUE(wait_for_frames(context, s.paths, 10)) << slurp_file(s.paths.err);
+
+  // A change the chain must be rebuilt for, with the recording target unchanged.
+  const std::string edited = std::regex_replace(s.yaml, std::regex("budget_ms: 1000"), "budget_ms: 900");
+  ASSERT_NE(edited, s.yaml);
+  std::ofstream(s.paths.config) << edited;
+  daemon.signal(SIGHUP);
+  json status;
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < until) {
+    status = control(context, s.paths.control, "status", 2000ms);
+    if (!status.is_null() && status["result"].value("reloads", 0) >= 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_FALSE(status.is_null());
+  EXPECT_EQ(status["result"].value("reloads", 0), 1) << slurp_file(s.paths.err);
+  EXPECT_EQ(status["result"].value("reload_failures", 0), 0) << slurp_file(s.paths.err);
+  EXPECT_EQ(status["result"].value("budget_ms", 0.0), 900.0);
+  // Still taking frames after the reload.
+  const std::uint64_t after_reload = frames_done(context, s.paths);
+  EXPECT_TRUE(wait_for_frames(context, s.paths, after_reload + 10)) << slurp_file(s.paths.err);
+
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << slurp_file(s.paths.err);
+  EXPECT_EQ(read_bytes(dir / "rec.cvf"), std::vector<std::byte>(100, std::byte{1})) << "the earlier file is kept";
+  const std::string log = slurp_file(s.paths.err);
+  EXPECT_NE(log.find("recording to " + (dir / "rec.1.cvf").string()), std::string::npos) << log;
+  replay::Reader recording(dir / "rec.1.cvf");
+  EXPECT_TRUE(recording.index().has_value()) << "closed with its index";
+  EXPECT_GE(recording.index()->size(), after_reload + 10) << "one file across the reload";
+  EXPECT_TRUE(recording.damage().empty());
+}
+
+TEST(DaemonLifecycle, AStopSignalWhileAControlReloadWaitsEndsPromptly) {
+  ScratchDir dir;
+  auto s = daemon_setup(dir, "scenario:\n  cells: 4\n  snapshots: 32\npipeline:\n  budget_ms: 1000\n");
+  zmq::context_t context;
+  Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
+  ASSERT_FALSE(wait_until_up(context, daemon, s.paths).is_null());
+  // The reload request and the signal land together: the daemon stops, and the request waiting
+  // for the main loop is answered rather than left to time out (60 s).
+  zmq::socket_t req(context, zmq::socket_type::req);
+  req.set(zmq::sockopt::linger, 0);
+  req.set(zmq::sockopt::rcvtimeo, 30000);
+  req.connect(s.paths.control);
+  req.send(zmq::buffer(json{{"command", "reload"}}.dump()), zmq::send_flags::none);
+  daemon.signal(SIGTERM);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(daemon.wait(20s), 0) << "the daemon did not stop within 20 s: " << slurp_file(s.paths.err);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 20s);
+  zmq::message_t reply;
+  if (req.recv(reply)) {
+    const json answer = json::parse(reply.to_string_view());
+    // Either the reload ran before the signal was seen, or it was refused as the daemon stopped.
+    if (!answer.value("ok", false)) {
+      EXPECT_NE(answer.value("error", std::string()).find("shutting down"), std::string::npos) << answer.dump();
+    }
+  }
+  EXPECT_NE(slurp_file(s.paths.out).find("covflowd final report"), std::string::npos);
+}
+
+TEST(DaemonLifecycle, ASecondStopSignalEndsALongDrainAtOnce) {
+  ScratchDir dir;
+  // Frames that take the CPU backend a good while each (heev of 96 × 96 in 64 cells), a blocking
+  // queue of 8 that fills: draining it would take seconds.
+  auto s = daemon_setup(dir, "scenario:\n  elements: 96\n  cells: 64\n  snapshots: 192\n  frame_rate_hz: 1000\n"
+                             "pipeline:\n  budget_ms: 60000\n  queue_depth: 8\n  overflow: block\n  stages:\n"
+                             "    adaptive:\n      enabled: false\n");
+  zmq::context_t context;
+  Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
+  ASSERT_FALSE(wait_until_up(context, daemon, s.paths).is_null());
+  ASSERT_TRUE(wait_for_frames(context, s.paths, 1)) << slurp_file(s.paths.err);
+  daemon.signal(SIGTERM);
+  std::this_thread::sleep_for(100ms);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(60s), 0) << slurp_file(s.paths.err);
+  const std::string out = slurp_file(s.paths.out), err = slurp_file(s.paths.err);
+  EXPECT_NE(err.find("second stop signal"), std::string::npos) << err;
+  EXPECT_NE(out.find("shutdown "), std::string::npos) << "the frames still queued are dropped and counted: " << out;
+}
+
+TEST(DaemonLifecycle, AStopSignalDuringAGapOfARecordedReplayEndsPromptly) {
+  ScratchDir dir;
+  {
+    config::ScenarioConfig scenario;
+    scenario.cells = 2;
+    scenario.snapshots = 32;
+    stages::ScenarioGenerator generator(scenario);
+    replay::Writer writer(dir / "gap.cvf");
+    replay::Frame first = generator.next(), second = generator.next();
+    second.header.capture_time_ns = first.header.capture_time_ns + 3'600'000'000'000;  // an hour later
+    writer.write(first);
+    writer.write(second);
+  }
+  // (max_gap_s, 10 s by default, would shorten the gap; the stop must be prompt whatever the gap.)
+  auto s = daemon_setup(dir, "ingest:\n  source: file\n  file:\n    path: " + (dir / "gap.cvf").string() +
+                                 "\n    pace: recorded\n");
+  zmq::context_t context;
+  Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
+  ASSERT_FALSE(wait_until_up(context, daemon, s.paths).is_null());
+  ASSERT_TRUE(wait_for_frames(context, s.paths, 1)) << slurp_file(s.paths.err);
+  // The second record is due in an hour: the stop must not wait for it.
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(20s), 0) << "the daemon did not stop within 20 s: " << slurp_file(s.paths.err);
+  EXPECT_NE(slurp_file(s.paths.out).find("frames: in 1  done 1"), std::string::npos) << slurp_file(s.paths.out);
+}
+
+}  // namespace
+}  // namespace covflow::test
