@@ -41,6 +41,14 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"device:\n  gpus: [0, 1, 1]\n", {}, "bad.yaml:2: device.gpus[2]: expected each id once (got 1 again)"},
       {"device:\n  gpus:\n    - 0\n    - 64\n", {}, "bad.yaml:4: device.gpus[1]: expected an integer in [0, 63] (got 64)"},
       {"device:\n  backend: cpu\n  gpus: [0]\n", {}, "bad.yaml:3: device.gpus: expected no GPU ids when device.backend is 'cpu' (got [0])"},
+      {"device:\n  gpus: [0, 1]\n", {},
+       "bad.yaml:2: device.gpus: expected at most one GPU id: covflowd drives one GPU today (got [0, 1])"},
+      {"pipeline:\n  stages:\n    compress:\n      enabled: true\n", {},
+       "bad.yaml:3: pipeline.stages.compress: the compress stage (low-rank, tile-low-rank and H² compression of large "
+       "covariance matrices) is not built yet; remove this section"},
+      {"", {"pipeline.stages.compress.tolerance=1e-6"},
+       "--set: pipeline.stages.compress.tolerance: the compress stage (low-rank, tile-low-rank and H² compression of large "
+       "covariance matrices) is not built yet; remove this section"},
       {"ingest:\n  source: file\n", {}, "bad.yaml:2: ingest.file.path: required when ingest.source is 'file' (got nothing)"},
       {"ingest:\n  file:\n    loop: yes\n", {}, "bad.yaml:3: ingest.file.loop: expected true or false (got yes)"},
       {"ingest:\n  file:\n    start_seq: 10\n    stop_seq: 5\n", {},

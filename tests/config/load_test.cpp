@@ -42,7 +42,7 @@ daemon:
   report_interval_ms: 250
 device:
   backend: cuda
-  gpus: [1, 0]
+  gpus: [1]
 ingest:
   source: file
   file:
@@ -71,7 +71,7 @@ pipeline:
   EXPECT_EQ(c.daemon.log_level, LogLevel::debug);
   EXPECT_EQ(c.daemon.report_interval_ms, 250);
   EXPECT_EQ(c.device.backend, Backend::cuda);
-  EXPECT_EQ(c.device.gpus, (std::vector<std::int64_t>{1, 0}));
+  EXPECT_EQ(c.device.gpus, (std::vector<std::int64_t>{1}));
   EXPECT_EQ(c.ingest.source, IngestSource::file);
   EXPECT_EQ(c.ingest.file.path, "recordings/run 7.cvf");
   EXPECT_EQ(c.ingest.file.pace, Pace::fixed);
@@ -99,16 +99,16 @@ TEST(ConfigLoad, OverridesApplyAfterTheFileInOrder) {
   const std::vector<std::string> overrides{"pipeline.budget_ms=4",
                                            "device.backend=cpu",
                                            "scenario.sources=[{angle_deg: 1, power_db: 2}, {angle_deg: 3, power_db: 4}]",
-                                           "pipeline.stages.compress={enabled: true, format: h2}",
+                                           "pipeline.stages.subspace={source_count: aic, degradable: true}",
                                            "daemon.log_level=warn",
                                            "daemon.log_level=error"};
   const Config c = load_string("pipeline:\n  budget_ms: 7\ndevice:\n  backend: cuda\n", "base.yaml", overrides);
   EXPECT_EQ(c.pipeline.budget_ms, 4.0);
   EXPECT_EQ(c.device.backend, Backend::cpu);
   EXPECT_EQ(c.scenario.sources, (std::vector<Emitter>{{1, 2}, {3, 4}}));
-  EXPECT_TRUE(c.pipeline.stages.compress.enabled);
-  EXPECT_EQ(c.pipeline.stages.compress.format, CompressFormat::h2);
-  EXPECT_EQ(c.pipeline.stages.compress.tile_size, Config{}.pipeline.stages.compress.tile_size);
+  EXPECT_EQ(c.pipeline.stages.subspace.source_count, SourceCountRule::aic);
+  EXPECT_TRUE(c.pipeline.stages.subspace.degradable);
+  EXPECT_EQ(c.pipeline.stages.subspace.angle_grid, Config{}.pipeline.stages.subspace.angle_grid);
   EXPECT_EQ(c.daemon.log_level, LogLevel::error);
 }
 
@@ -132,8 +132,8 @@ TEST(ConfigLoad, EveryKeyOverridesAndRoundTripsThroughToYaml) {
         fmt::format("scenario.spacing_wavelengths={}", std::uniform_real_distribution<double>(0.01, 10)(rng)),
         fmt::format("ingest.file.start_seq={}", rng() % 1000),
         fmt::format("ingest.file.path=\"dir/with \\\"quotes\\\" and: colon #{}\"", rng() % 100),
-        fmt::format("device.gpus=[{}, {}]", rng() % 32, 32 + rng() % 32),
-        fmt::format("pipeline.stages.compress.tolerance={}", std::uniform_real_distribution<double>(1e-12, 0.5)(rng)),
+        fmt::format("device.gpus=[{}]", rng() % 64),
+        fmt::format("pipeline.stages.subspace.angle_grid.step_deg={}", std::uniform_real_distribution<double>(0.001, 10)(rng)),
         fmt::format("pipeline.overflow={}", rng() % 2 ? "block" : "reject_newest"),
         fmt::format("pipeline.stages.adaptive.looks_deg=[{}, {}]", angle(rng), angle(rng)),
     };

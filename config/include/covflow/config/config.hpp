@@ -23,7 +23,6 @@ enum class ScenarioPayload { snapshots, covariance };
 enum class SampleType { cf32, cf64 };
 enum class Overflow { drop_oldest, reject_newest, block };
 enum class SourceCountRule { mdl, aic };
-enum class CompressFormat { tlr, h2 };
 
 std::string_view name(LogLevel value);
 std::string_view name(Backend value);
@@ -34,7 +33,6 @@ std::string_view name(ScenarioPayload value);
 std::string_view name(SampleType value);
 std::string_view name(Overflow value);
 std::string_view name(SourceCountRule value);
-std::string_view name(CompressFormat value);
 
 struct DaemonConfig {
   std::string results_endpoint = "tcp://127.0.0.1:5600";
@@ -47,7 +45,7 @@ struct DaemonConfig {
 
 struct DeviceConfig {
   Backend backend = Backend::automatic;
-  std::vector<std::int64_t> gpus;  // empty: every GPU of the host
+  std::vector<std::int64_t> gpus;  // the GPU to use (one id today); empty: the first
   bool operator==(const DeviceConfig&) const = default;
 };
 
@@ -152,16 +150,6 @@ struct AdaptiveStageConfig {
   bool operator==(const AdaptiveStageConfig&) const = default;
 };
 
-struct CompressStageConfig {
-  bool enabled = false;
-  bool degradable = true;
-  double budget_ms = 0.0;
-  CompressFormat format = CompressFormat::tlr;
-  std::int64_t tile_size = 32;
-  double tolerance = 1e-6;
-  std::int64_t max_rank = 16;
-  bool operator==(const CompressStageConfig&) const = default;
-};
 
 struct PublishStageConfig {
   bool enabled = true;
@@ -173,7 +161,6 @@ struct StagesConfig {
   CovarianceStageConfig covariance;
   SubspaceStageConfig subspace;
   AdaptiveStageConfig adaptive;
-  CompressStageConfig compress;
   PublishStageConfig publish;
   bool operator==(const StagesConfig&) const = default;
 };

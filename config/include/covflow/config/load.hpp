@@ -14,7 +14,7 @@
 namespace covflow::config {
 
 // `overrides` are "KEY=VALUE" strings as given to --set: KEY is a dotted path
-// (pipeline.budget_ms, or a whole section: pipeline.stages.compress) and VALUE is YAML
+// (pipeline.budget_ms, or a whole section: pipeline.stages.subspace) and VALUE is YAML
 // (4, cpu, [0, 1], {enabled: true}). They apply in order, after the file.
 Config load_file(const std::filesystem::path& path, std::span<const std::string> overrides = {});
 
