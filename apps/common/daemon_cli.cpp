@@ -164,6 +164,11 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
   return exit_code::ok;
 }
 
+std::int64_t ctl_timeout_ms(const CtlRequest& request) {
+  if (request.timeout_ms > 0) return request.timeout_ms;
+  return request.command == "reload" ? 70'000 : 5'000;
+}
+
 int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err) {
   static constexpr std::string_view commands[] = {"status", "stats", "reset", "reload", "shutdown"};
   bool known = false;
@@ -180,9 +185,10 @@ int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err) {
   socket.send(zmq::buffer(body), zmq::send_flags::none);
 
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-  zmq::poll(&item, 1, std::chrono::milliseconds(request.timeout_ms));
+  const std::int64_t timeout_ms = ctl_timeout_ms(request);
+  zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
   if (!(item.revents & ZMQ_POLLIN)) {
-    err << "covflow ctl: no reply from " << request.endpoint << " within " << request.timeout_ms
+    err << "covflow ctl: no reply from " << request.endpoint << " within " << timeout_ms
         << " ms (is covflowd running, and is this its daemon.control_endpoint?)\n";
     return exit_code::unreachable;
   }

@@ -25,8 +25,13 @@ struct StatsRequest {
 struct CtlRequest {
   std::string endpoint = "tcp://127.0.0.1:5602";  // daemon.control_endpoint
   std::string command;                             // status | stats | reset | reload | shutdown
-  std::int64_t timeout_ms = 5000;
+  // 0: long enough for the command — a reload drains the frames in flight, rebuilds and warms the
+  // chain, and covflowd itself gives up on it after 60 s: 70 s for reload, 5 s for the others.
+  std::int64_t timeout_ms = 0;
 };
+
+// The wait `covflow ctl` uses for a request (CtlRequest::timeout_ms, resolved).
+std::int64_t ctl_timeout_ms(const CtlRequest& request);
 
 // Subscribes to the latency reports and prints a table per report. Exit codes: 0 after `count`
 // reports or when interrupted; 8 when no report arrived within the timeout; 2 for a bad endpoint.

@@ -152,6 +152,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration, 4 damaged data, 5 I/O, 6 device unavailable, 7 some matrices failed, 8 covflowd did not answer.");
 
+  const auto& build = config::build_info();
+  app.set_version_flag("--version", fmt::format("covflow {} ({}; CUDA architectures: {})", build.version, build.build_type,
+                                                build.cuda_architectures));
   auto* version = app.add_subcommand("version", "Print the version and build configuration");
   auto* devices = app.add_subcommand("devices", "List the CUDA devices covflow can use");
   covflow::cli::LinalgCommands linalg(app);
@@ -205,8 +208,10 @@ int main(int argc, char** argv) {
   ctl->add_option("command", ctl_request.command, "status | stats | reset | reload | shutdown")
       ->required()->check(CLI::IsMember({"status", "stats", "reset", "reload", "shutdown"}));
   ctl->add_option("--connect,-c", ctl_request.endpoint, "covflowd's daemon.control_endpoint")->capture_default_str();
-  ctl->add_option("--timeout-ms", ctl_request.timeout_ms, "Give up (exit 8) when no reply comes for this long")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  ctl->add_option("--timeout-ms", ctl_request.timeout_ms,
+                  "Give up (exit 8) when no reply comes for this long (default: 70000 for reload, which waits for the "
+                  "frames in flight and a rebuilt pipeline, 5000 for the others)")
+      ->check(CLI::PositiveNumber);
 
   if (const int code = apps::parse_command_line(app, argc, argv); code >= 0) return code;
   if (record_command->parsed() && record_synth == !record_endpoint.empty()) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/guarded_main.hpp"
+#include "covflow/config/build_info.hpp"
 #include "covflow/config/load.hpp"
 #include "covflow/config/schema.hpp"
 #include "covflow/pipeline/logging.hpp"
@@ -39,8 +40,11 @@ void install_signal_handlers() {
 
 int main(int argc, char** argv) {
   CLI::App app{"covflowd: real-time radar signal-processing daemon"};
-  app.footer("Exit codes: 0 ok, 1 internal error (and an invalid file under --check-config), 2 usage, 3 configuration, "
-             "4 damaged data, 5 I/O (also an endpoint ZeroMQ cannot bind), 6 device unavailable.");
+  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration (also an invalid file under --check-config), "
+             "4 damaged data, 5 I/O (also an endpoint ZeroMQ cannot bind), 6 device unavailable or failed.");
+  const auto& info = config::build_info();
+  app.set_version_flag("--version", fmt::format("covflowd {} ({}; CUDA architectures: {})", info.version, info.build_type,
+                                                info.cuda_architectures));
   std::string config_file, check_file;
   std::vector<std::string> overrides;
   bool print_config = false, print_reference = false;
@@ -48,7 +52,7 @@ int main(int argc, char** argv) {
   std::string device;
   app.add_option("--config,-c", config_file, "YAML configuration (docs/config.md); default: the built-in demo");
   app.add_option("--set", overrides, "Override a configuration key, KEY=VALUE, e.g. pipeline.budget_ms=4 (repeatable)");
-  app.add_option("--check-config", check_file, "Validate FILE (with any --set) and exit: 0 valid, 1 invalid");
+  app.add_option("--check-config", check_file, "Validate FILE (with any --set) and exit: 0 valid, 3 invalid");
   app.add_flag("--print-config", print_config, "Print the configuration in effect as YAML and exit");
   app.add_flag("--print-config-reference", print_reference, "Print the key reference of docs/config.md and exit");
   app.add_option("--frames", frames, "Take this many frames from the input, finish them and exit (default: run until stopped)")
@@ -63,7 +67,7 @@ int main(int argc, char** argv) {
       return 0;
     } catch (const config::ConfigError& e) {
       std::fprintf(stderr, "covflowd: %s\n", e.what());
-      return 1;
+      return exit_code::config;
     }
   }
   if (print_reference) {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "covflow/config/build_info.hpp"
 #include "covflow/config/load.hpp"
 #include "covflow/config/schema.hpp"
 #include "covflow/linalg/device.hpp"
@@ -172,13 +173,18 @@ TEST(Cli, CovflowdChecksPrintsAndRunsConfigurations) {
   test::ScratchDir dir;
   std::ofstream(dir / "bad.yaml") << "pipeline:\n  stages:\n    subspace:\n      source_count: bic\n";
   const Outcome bad = run(dir, covflowd + " --check-config bad.yaml");
-  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.code, 3);
   EXPECT_EQ(bad.err, "covflowd: bad.yaml:4: pipeline.stages.subspace.source_count: expected one of mdl, aic (got bic); did you mean 'aic'?\n");
   const Outcome missing = run(dir, covflowd + " --check-config none.yaml");
-  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.code, 3);
   EXPECT_EQ(missing.err, "covflowd: none.yaml: -: cannot read the file (No such file or directory)\n");
   const Outcome good_with_bad_set = run(dir, covflowd + " --check-config " COVFLOW_SOURCE_DIR "/config/examples/default.yaml --set pipeline.queue_depth=0");
-  EXPECT_EQ(good_with_bad_set.code, 1);
+  EXPECT_EQ(good_with_bad_set.code, 3);
+  for (const auto& [program, name] : {std::pair{covflowd, "covflowd "}, std::pair{covflow_cli, "covflow "}}) {
+    const Outcome version = run(dir, program + " --version");
+    EXPECT_EQ(version.code, 0) << program;
+    EXPECT_TRUE(version.out.starts_with(name + config::build_info().version)) << version.out;
+  }
   EXPECT_EQ(run(dir, covflowd + " --config bad.yaml --frames 1").code, 3);
 
   // --print-config writes a file that reads back to the same configuration.
