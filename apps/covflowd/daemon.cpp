@@ -212,6 +212,8 @@ int Daemon::run() {
   log->info("running: input {}; stages {}; budget {} ms; queue {} ({})", pipeline_->input->describe(),
             fmt::join(pipeline_->stage_names, " → "), config_.pipeline.budget_ms, config_.pipeline.queue_depth,
             name(config_.pipeline.overflow));
+  notifier_.ready(fmt::format("running: input {}", pipeline_->input->describe()));
+  moved_at_ = std::chrono::steady_clock::now();
 
   const char* why = "";
   while (true) {
@@ -234,6 +236,7 @@ int Daemon::run() {
     if (reload_now) {
       json reply;
       std::string error;
+      notifier_.reloading();
       try {
         const Change change = apply_reload();
         reply = {{"applied", change.applied}, {"needs_restart", change.needs_restart}};
@@ -257,6 +260,7 @@ int Daemon::run() {
         state_ = State::running;
       }
       reload_done_.notify_all();
+      notifier_.ready(error.empty() ? "running: configuration reloaded" : "running: reload refused: " + error);
     }
     if (!fatal_.empty()) {
       why = "the running pipeline could not be restored after a reload";
@@ -271,8 +275,10 @@ int Daemon::run() {
       why = "end of input";
       break;
     }
+    if (notifier_.watchdog_interval().count() > 0) notifier_.tick(making_progress());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  notifier_.stopping(fmt::format("stopping ({})", why));
 
   {
     std::lock_guard lock(mutex_);
@@ -293,6 +299,19 @@ int Daemon::run() {
     return fatal_.starts_with("device failure") ? exit_code::device_unavailable : exit_code::internal_error;
   }
   return 0;
+}
+
+bool Daemon::making_progress() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto m = metrics_.snapshot();
+  const std::uint64_t out = m.frames_done + m.frames_dropped;
+  if (out != frames_out_ || m.in_flight == 0) {
+    frames_out_ = out;
+    moved_at_ = now;
+    return true;
+  }
+  // Frames are held and none has left: stuck once that lasts a whole watchdog interval.
+  return now - moved_at_ < notifier_.watchdog_interval();
 }
 
 void Daemon::drain_running() {

@@ -26,6 +26,7 @@
 #include "covflow/stages/ingest.hpp"
 #include "covflow/stages/publish.hpp"
 #include "covflow/stages/recorder.hpp"
+#include "covflowd/service_notifier.hpp"
 
 namespace covflow::daemon {
 
@@ -89,6 +90,8 @@ class Daemon final : public pipeline::ControlHandler {
   // Stops the running pipeline's input and waits until its frames are done; a second SIGTERM or
   // SIGINT meanwhile drops what is still queued instead (counted) and returns at once.
   void drain_running();
+  // For the watchdog: frames are leaving the pipeline, or none is held.
+  bool making_progress();
   // Gives `p` its input (with what is left of options.frames) and starts it.
   void attach_and_start(Pipeline& p, std::unique_ptr<stages::FrameSource> source);
   std::unique_ptr<stages::FrameSource> make_input(const config::Config& config);
@@ -120,6 +123,11 @@ class Daemon final : public pipeline::ControlHandler {
   std::string last_reload_error_;
   std::optional<nlohmann::json> last_reload_reply_;
   std::string fatal_;  // why the daemon must stop with an error (main loop only)
+  ServiceNotifier notifier_;
+  // The watchdog's view of progress (main loop only): frames leaving the pipeline, and when that
+  // count last moved.
+  std::uint64_t frames_out_ = 0;
+  std::chrono::steady_clock::time_point moved_at_{};
 };
 
 }  // namespace covflow::daemon

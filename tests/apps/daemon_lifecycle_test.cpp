@@ -3,6 +3,11 @@
 // during a long gap of a recorded replay. Each started as a user starts it, on the CPU backend.
 #include "daemon_e2e.hpp"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
 #include <regex>
 
 #include "covflow/replay/reader.hpp"
@@ -163,6 +168,71 @@ TEST(DaemonLifecycle, AStopSignalDuringAGapOfARecordedReplayEndsPromptly) {
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(20s), 0) << "the daemon did not stop within 20 s: " << slurp_file(s.paths.err);
   EXPECT_NE(slurp_file(s.paths.out).find("frames: in 1  done 1"), std::string::npos) << slurp_file(s.paths.out);
+}
+
+// systemd's side of the notify protocol: a datagram socket named by NOTIFY_SOCKET.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::filesystem::path& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0)
+      throw std::runtime_error("cannot bind " + path.string());
+  }
+  ~NotifySocket() { ::close(fd_); }
+  // Every message that arrives within `wait`, in order.
+  std::vector<std::string> receive(std::chrono::milliseconds wait) {
+    std::vector<std::string> messages;
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd item{fd_, POLLIN, 0};
+      if (::poll(&item, 1, 20) <= 0) continue;
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof(buffer), 0);
+      if (got > 0) messages.emplace_back(buffer, std::size_t(got));
+    }
+    return messages;
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+std::size_t count_with(const std::vector<std::string>& messages, const std::string& what) {
+  std::size_t n = 0;
+  for (const auto& m : messages) n += m.find(what) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+TEST(DaemonLifecycle, TellsSystemdWhenReadyReloadingAndStoppingAndFeedsItsWatchdog) {
+#if !COVFLOW_HAS_SYSTEMD
+  GTEST_SKIP() << "covflowd was built without libsystemd (Debian's libsystemd-dev): it does not speak the notify protocol";
+#endif
+  ScratchDir dir;
+  auto s = daemon_setup(dir, "scenario:\n  cells: 4\n  snapshots: 32\npipeline:\n  budget_ms: 1000\n");
+  NotifySocket notify(dir / "notify");
+  ::setenv("NOTIFY_SOCKET", (dir / "notify").c_str(), 1);
+  ::setenv("WATCHDOG_USEC", "200000", 1);  // a ping at least every 100 ms
+  Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("WATCHDOG_USEC");
+  zmq::context_t context;
+  ASSERT_FALSE(wait_until_up(context, daemon, s.paths).is_null());
+  auto messages = notify.receive(1000ms);
+  ASSERT_FALSE(messages.empty()) << slurp_file(s.paths.err);
+  EXPECT_EQ(messages.front().rfind("READY=1", 0), 0u) << messages.front();
+  EXPECT_GE(count_with(messages, "WATCHDOG=1"), 3u) << "pings at half the 200 ms interval";
+  daemon.signal(SIGHUP);
+  messages = notify.receive(1000ms);
+  EXPECT_EQ(count_with(messages, "RELOADING=1"), 1u);
+  EXPECT_EQ(count_with(messages, "READY=1"), 1u);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << slurp_file(s.paths.err);
+  messages = notify.receive(200ms);
+  EXPECT_EQ(count_with(messages, "STOPPING=1"), 1u);
 }
 
 }  // namespace

@@ -14,6 +14,19 @@ function(step)
   message("${out}")
 endfunction()
 step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+# What the installation gives systemd and the reader: the unit (pointing at this prefix), the
+# sysusers entry, the documentation the unit names.
+set(prefix "${WORK_DIR}/prefix")
+foreach(installed lib/systemd/system/covflowd.service lib/sysusers.d/covflow.conf share/doc/covflow/daemon.md
+                  share/doc/covflow/config.md bin/covflowd bin/covflow)
+  if(NOT EXISTS "${prefix}/${installed}")
+    message(FATAL_ERROR "cmake --install did not install ${installed}")
+  endif()
+endforeach()
+file(READ "${prefix}/lib/systemd/system/covflowd.service" unit)
+if(NOT unit MATCHES "ExecStart=${prefix}/bin/covflowd --config" OR NOT unit MATCHES "Type=notify")
+  message(FATAL_ERROR "the installed unit does not start ${prefix}/bin/covflowd as a notify service:\n${unit}")
+endif()
 step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
      "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
      "-DCMAKE_EXE_LINKER_FLAGS=${LINK_FLAGS}")
