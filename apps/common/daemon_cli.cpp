@@ -15,6 +15,7 @@
 #include <zmq_addon.hpp>
 
 #include "common/exit_codes.hpp"
+#include "covflow/pipeline/security.hpp"
 
 namespace covflow::cli {
 namespace {
@@ -54,8 +55,20 @@ std::string histogram_row(std::string_view name, const json& row) {
                      number(latency, "max_ms", 3));
 }
 
-// A ZeroMQ error on connect names the endpoint; anything else is the caller's problem.
-bool connect(zmq::socket_t& socket, const std::string& endpoint, std::ostream& err, std::string_view program) {
+// A ZeroMQ error on connect names the endpoint, a key file that cannot be used names the file;
+// anything else is the caller's problem.
+bool connect(zmq::socket_t& socket, const std::string& endpoint, const CurveClient& curve, std::ostream& err,
+             std::string_view program) {
+  try {
+    if (!curve.server_key_file.empty()) {
+      const auto client = curve.client_key_file.empty() ? pipeline::generate_curve_keys()
+                                                        : pipeline::read_curve_secret(curve.client_key_file);
+      pipeline::secure_client(socket, pipeline::read_curve_key(curve.server_key_file), client);
+    }
+  } catch (const std::exception& e) {
+    err << program << ": error: " << e.what() << '\n';
+    return false;
+  }
   try {
     socket.connect(endpoint);
     return true;
@@ -112,7 +125,7 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
   zmq::socket_t socket(context, zmq::socket_type::sub);
   socket.set(zmq::sockopt::subscribe, "latency");
   socket.set(zmq::sockopt::linger, 0);
-  if (!connect(socket, request.endpoint, err, "covflow stats")) return exit_code::usage;
+  if (!connect(socket, request.endpoint, request.curve, err, "covflow stats")) return exit_code::usage;
 
   std::uint64_t shown = 0;
   std::optional<double> previous_uptime;
@@ -180,7 +193,7 @@ int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err) {
   zmq::context_t context;
   zmq::socket_t socket(context, zmq::socket_type::req);
   socket.set(zmq::sockopt::linger, 0);
-  if (!connect(socket, request.endpoint, err, "covflow ctl")) return exit_code::usage;
+  if (!connect(socket, request.endpoint, request.curve, err, "covflow ctl")) return exit_code::usage;
   const std::string body = json{{"command", request.command}}.dump();
   socket.send(zmq::buffer(body), zmq::send_flags::none);
 

@@ -14,12 +14,19 @@
 
 namespace covflow::cli {
 
+// CURVE, for a daemon whose sockets require it (docs/zmq.md, "Security").
+struct CurveClient {
+  std::string server_key_file;  // the daemon's public key; empty: no CURVE
+  std::string client_key_file;  // this client's secret key; empty: a key made for this run
+};
+
 struct StatsRequest {
   std::string endpoint = "tcp://127.0.0.1:5601";  // daemon.reports_endpoint
   std::uint64_t count = 0;                         // reports to show, then exit 0 (0: until interrupted)
   std::int64_t timeout_ms = 5000;                  // longest wait for a report before giving up
   bool json = false;                               // print each report's JSON, one per line
   bool live = false;                               // redraw in place (a terminal) instead of appending
+  CurveClient curve;
 };
 
 struct CtlRequest {
@@ -28,6 +35,7 @@ struct CtlRequest {
   // 0: long enough for the command — a reload drains the frames in flight, rebuilds and warms the
   // chain, and covflowd itself gives up on it after 60 s: 70 s for reload, 5 s for the others.
   std::int64_t timeout_ms = 0;
+  CurveClient curve;
 };
 
 // The wait `covflow ctl` uses for a request (CtlRequest::timeout_ms, resolved).

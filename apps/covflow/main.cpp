@@ -20,6 +20,7 @@
 #include "common/exit_codes.hpp"
 #include "common/linalg_cli.hpp"
 #include "covflow/config/build_info.hpp"
+#include "covflow/pipeline/security.hpp"
 #include "covflow/config/load.hpp"
 #include "covflow/linalg/device.hpp"
 #include "covflow/replay/inspect.hpp"
@@ -157,6 +158,9 @@ int main(int argc, char** argv) {
                                                 build.cuda_architectures));
   auto* version = app.add_subcommand("version", "Print the version and build configuration");
   auto* devices = app.add_subcommand("devices", "List the CUDA devices covflow can use");
+  auto* keygen = app.add_subcommand("keygen", "Make a CURVE key pair for covflowd's sockets: NAME.secret (mode 0600) and NAME.public");
+  std::string keygen_name;
+  keygen->add_option("name", keygen_name, "NAME: the files' path without .secret/.public")->required();
   covflow::cli::LinalgCommands linalg(app);
 
   auto* synth = app.add_subcommand("synth", "Write frames of the built-in scenario to a frame file");
@@ -196,6 +200,10 @@ int main(int argc, char** argv) {
   auto* stats = app.add_subcommand("stats", "Show covflowd's latency reports as a live table");
   cli::StatsRequest stats_request;
   stats->add_option("--connect,-c", stats_request.endpoint, "covflowd's daemon.reports_endpoint")->capture_default_str();
+  stats->add_option("--curve-server-key", stats_request.curve.server_key_file,
+                    "The daemon's CURVE public key file, when its sockets require CURVE");
+  stats->add_option("--curve-client-key", stats_request.curve.client_key_file,
+                    "This client's CURVE secret key file (default: a key made for this run)");
   stats->add_option("--count,-n", stats_request.count, "Reports to show, then exit (default: until interrupted)");
   stats->add_option("--timeout-ms", stats_request.timeout_ms, "Give up (exit 8) when no report comes for this long (0: wait forever)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -208,6 +216,10 @@ int main(int argc, char** argv) {
   ctl->add_option("command", ctl_request.command, "status | stats | reset | reload | shutdown")
       ->required()->check(CLI::IsMember({"status", "stats", "reset", "reload", "shutdown"}));
   ctl->add_option("--connect,-c", ctl_request.endpoint, "covflowd's daemon.control_endpoint")->capture_default_str();
+  ctl->add_option("--curve-server-key", ctl_request.curve.server_key_file,
+                  "The daemon's CURVE public key file, when its sockets require CURVE");
+  ctl->add_option("--curve-client-key", ctl_request.curve.client_key_file,
+                  "This client's CURVE secret key file (default: a key made for this run)");
   ctl->add_option("--timeout-ms", ctl_request.timeout_ms,
                   "Give up (exit 8) when no reply comes for this long (default: 70000 for reload, which waits for the "
                   "frames in flight and a rebuilt pipeline, 5000 for the others)")
@@ -224,6 +236,16 @@ int main(int argc, char** argv) {
   return apps::run_guarded("covflow", [&]() -> int {
     if (version->parsed()) return run_version();
     if (devices->parsed()) return run_devices();
+    if (keygen->parsed()) {
+      try {
+        pipeline::write_curve_keys(keygen_name, pipeline::generate_curve_keys());
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "covflow keygen: error: %s\n", e.what());
+        return exit_code::io;
+      }
+      fmt::print("{0}.secret: the secret key (keep it to its owner); {0}.public: the public key to hand out\n", keygen_name);
+      return exit_code::ok;
+    }
     if (linalg.parsed()) return linalg.run(std::cout, std::cerr);
     if (stats->parsed()) {
       stats_request.live = !stats_append && !stats_request.json && isatty(STDOUT_FILENO);

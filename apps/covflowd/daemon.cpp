@@ -110,14 +110,41 @@ struct Daemon::Pipeline {
   stages::PublishStage* publish = nullptr;  // owned by the runner's chain
 };
 
+pipeline::EndpointSecurity Daemon::security(const config::Config& cfg) const {
+  pipeline::EndpointSecurity security;
+  const auto& curve = cfg.daemon.curve;
+  const std::string where = options_.config_path.empty() ? std::string("--set") : options_.config_path;
+  try {
+    if (!curve.secret_key_file.empty()) security.server_secret_key = pipeline::read_curve_secret(curve.secret_key_file).secret_key;
+  } catch (const std::exception& e) {
+    throw config::ConfigError(where, "daemon.curve.secret_key_file", e.what());
+  }
+  try {
+    if (!curve.clients_file.empty()) {
+      security.authorized_clients = pipeline::read_curve_key_list(curve.clients_file);
+      if (security.authorized_clients.empty())
+        throw std::runtime_error(curve.clients_file + ": no key: no client could connect");
+    }
+  } catch (const std::exception& e) {
+    throw config::ConfigError(where, "daemon.curve.clients_file", e.what());
+  }
+  return security;
+}
+
 Daemon::Daemon(Options options, config::Config config)
     : options_(std::move(options)), config_(std::move(config)), exec_(make_exec(config_.device)) {
   auto log = pipeline::logger("covflowd");
   const auto& d = config_.daemon;
-  results_ = std::make_shared<pipeline::ResultsPublisher>(d.results_endpoint);
+  const pipeline::EndpointSecurity secured = security(config_);
+  results_ = std::make_shared<pipeline::ResultsPublisher>(d.results_endpoint, "daemon.results_endpoint", secured);
   reports_ = std::make_unique<pipeline::ReportPublisher>(d.reports_endpoint, metrics_,
-                                                         std::chrono::milliseconds(d.report_interval_ms));
-  control_ = std::make_unique<pipeline::ControlServer>(d.control_endpoint, *this);
+                                                         std::chrono::milliseconds(d.report_interval_ms),
+                                                         "daemon.reports_endpoint", secured);
+  control_ = std::make_unique<pipeline::ControlServer>(d.control_endpoint, *this, "daemon.control_endpoint", secured);
+  if (secured.curve())
+    log->info("sockets secured with CURVE; {}", secured.authorized_clients.empty()
+                                                    ? std::string("any client holding the daemon's public key is admitted")
+                                                    : fmt::format("{} client key(s) admitted", secured.authorized_clients.size()));
   initial_input_ = make_input(config_);
   recorder_ = recorder_for(config_);
   pipeline_ = build_chain(config_, initial_input_->shape(), recorder_);
@@ -356,6 +383,8 @@ Daemon::Change Daemon::apply_reload() {
   if (next.daemon.reports_endpoint != running.daemon.reports_endpoint) change.needs_restart.emplace_back("daemon.reports_endpoint");
   if (next.daemon.control_endpoint != running.daemon.control_endpoint) change.needs_restart.emplace_back("daemon.control_endpoint");
   if (next.daemon.report_interval_ms != running.daemon.report_interval_ms) change.needs_restart.emplace_back("daemon.report_interval_ms");
+  if (!(next.daemon.curve == running.daemon.curve) || next.daemon.allow_unauthenticated != running.daemon.allow_unauthenticated)
+    change.needs_restart.emplace_back("daemon.curve");
   if (!(next.device == running.device)) change.needs_restart.emplace_back("device");
   config::Config effective = next;
   effective.daemon = running.daemon;

@@ -90,6 +90,9 @@ class Daemon final : public pipeline::ControlHandler {
   // Stops the running pipeline's input and waits until its frames are done; a second SIGTERM or
   // SIGINT meanwhile drops what is still queued instead (counted) and returns at once.
   void drain_running();
+  // The sockets' security from the configuration's key files (config::ConfigError naming the key
+  // when a file cannot be read).
+  pipeline::EndpointSecurity security(const config::Config& config) const;
   // For the watchdog: frames are leaving the pipeline, or none is held.
   bool making_progress();
   // Gives `p` its input (with what is left of options.frames) and starts it.

@@ -1,6 +1,8 @@
 // YAML → Config through the schema table. Each problem throws one ConfigError naming where.
 #include "covflow/config/load.hpp"
 
+#include "covflow/config/endpoint.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -233,6 +235,19 @@ class Loader {
       fail(where_of({"device.gpus", "device.backend"}), "device.gpus",
            fmt::format("expected no GPU ids when device.backend is 'cpu' (got [{}])", fmt::join(c.device.gpus, ", ")));
     check_distinct_endpoints();
+    // A socket anyone on the network reaches is authenticated, or trusted by an explicit choice.
+    for (const auto& [key, endpoint] : {std::pair{"daemon.results_endpoint", &c.daemon.results_endpoint},
+                                        std::pair{"daemon.reports_endpoint", &c.daemon.reports_endpoint},
+                                        std::pair{"daemon.control_endpoint", &c.daemon.control_endpoint}})
+      if (!endpoint_is_local(*endpoint) && c.daemon.curve.secret_key_file.empty() && !c.daemon.allow_unauthenticated)
+        fail(where_of({key}), key,
+             fmt::format("expected an endpoint on loopback, ipc or inproc (got {}, reachable from the network): secure it "
+                         "with daemon.curve.secret_key_file, or set daemon.allow_unauthenticated: true to trust the "
+                         "network",
+                         detail::quote(*endpoint)));
+    if (!c.daemon.curve.clients_file.empty() && c.daemon.curve.secret_key_file.empty())
+      fail(where_of({"daemon.curve.clients_file"}), "daemon.curve.clients_file",
+           "needs daemon.curve.secret_key_file: client keys are checked in CURVE handshakes");
     const auto emitters = c.scenario.sources.size() + c.scenario.jammers.size();
     if (std::int64_t(emitters) >= c.scenario.elements)
       fail_at({"scenario.jammers", "scenario.sources", "scenario.elements"},

@@ -60,6 +60,17 @@ std::vector<Key> make_keys() {
        .description = "Interval between two latency reports, in milliseconds", .ints = {10, 3'600'000}},
       {.path = "daemon.log_level", .access = COVFLOW_CHOICE(daemon.log_level),
        .description = "Least severe log message written to stderr", .choices = names(log_level_names)},
+      {.path = "daemon.curve.secret_key_file", .access = COVFLOW_REF(daemon.curve.secret_key_file),
+       .description = "The daemon's CURVE secret key (a file written by covflow keygen): its three sockets require "
+                      "CURVE clients that hold its public key (empty: no CURVE)",
+       .expected = "path"},
+      {.path = "daemon.curve.clients_file", .access = COVFLOW_REF(daemon.curve.clients_file),
+       .description = "The client public keys admitted, one per line (empty: any client that holds the daemon's "
+                      "public key)",
+       .expected = "path"},
+      {.path = "daemon.allow_unauthenticated", .access = COVFLOW_REF(daemon.allow_unauthenticated),
+       .description = "Bind endpoints reachable from the network (off loopback) without CURVE, trusting the network; "
+                      "without it such an endpoint is refused unless daemon.curve.secret_key_file is set"},
       // device
       {.path = "device.backend", .access = COVFLOW_CHOICE(device.backend),
        .description = "Where the linear algebra runs: the GPUs when there are any (auto), only the GPUs, or only the CPU",

@@ -30,18 +30,23 @@ const char* outcome_name(StageRecord::Outcome outcome) {
   return "unknown";
 }
 
-// A bound socket with its own context; binding errors name the key and the endpoint.
+// A bound socket with its own context, secured as `security` says (CURVE with its ZAP handler; an
+// ipc socket file kept to its owner); binding errors name the key and the endpoint.
 struct BoundSocket {
   zmq::context_t context{1};
   zmq::socket_t socket;
-  BoundSocket(zmq::socket_type type, const std::string& endpoint, const std::string& key, int linger_ms)
+  std::unique_ptr<ZapHandler> zap;  // before the context goes: its socket belongs to it
+  BoundSocket(zmq::socket_type type, const std::string& endpoint, const std::string& key, int linger_ms,
+              const EndpointSecurity& security)
       : socket(context, type) {
     try {
       socket.set(zmq::sockopt::linger, linger_ms);
+      zap = secure_server(context, socket, security);
       socket.bind(endpoint);
     } catch (const zmq::error_t& e) {
       throw EndpointError(key, endpoint, fmt::format("{}: cannot bind {}: {}", key, endpoint, e.what()));
     }
+    restrict_ipc_endpoint(this->endpoint());
   }
   std::string endpoint() const { return socket.get(zmq::sockopt::last_endpoint); }
   // [topic, body] without blocking; false when ZeroMQ would have had to wait or failed.
@@ -264,8 +269,8 @@ struct ResultsPublisher::Socket : BoundSocket {
   using BoundSocket::BoundSocket;
 };
 
-ResultsPublisher::ResultsPublisher(const std::string& endpoint, std::string key)
-    : socket_(std::make_unique<Socket>(zmq::socket_type::pub, endpoint, key, 0)) {}
+ResultsPublisher::ResultsPublisher(const std::string& endpoint, std::string key, const EndpointSecurity& security)
+    : socket_(std::make_unique<Socket>(zmq::socket_type::pub, endpoint, key, 0, security)) {}
 ResultsPublisher::~ResultsPublisher() = default;
 
 bool ResultsPublisher::publish(std::string_view body) {
@@ -285,8 +290,8 @@ struct ReportPublisher::Socket : BoundSocket {
 
 // Linger: the final report is sent just before the socket closes; give it a second to leave.
 ReportPublisher::ReportPublisher(const std::string& endpoint, Metrics& metrics, std::chrono::milliseconds interval,
-                                 std::string key)
-    : socket_(std::make_unique<Socket>(zmq::socket_type::pub, endpoint, key, 1000)),
+                                 std::string key, const EndpointSecurity& security)
+    : socket_(std::make_unique<Socket>(zmq::socket_type::pub, endpoint, key, 1000, security)),
       metrics_(metrics),
       interval_(interval.count() > 0 ? interval : std::chrono::milliseconds(1000)) {}
 
@@ -333,8 +338,9 @@ struct ControlServer::Socket : BoundSocket {
   using BoundSocket::BoundSocket;
 };
 
-ControlServer::ControlServer(const std::string& endpoint, ControlHandler& handler, std::string key)
-    : socket_(std::make_unique<Socket>(zmq::socket_type::rep, endpoint, key, 0)), handler_(handler) {}
+ControlServer::ControlServer(const std::string& endpoint, ControlHandler& handler, std::string key,
+                             const EndpointSecurity& security)
+    : socket_(std::make_unique<Socket>(zmq::socket_type::rep, endpoint, key, 0, security)), handler_(handler) {}
 
 ControlServer::~ControlServer() { stop(); }
 

@@ -235,5 +235,42 @@ TEST(DaemonLifecycle, TellsSystemdWhenReadyReloadingAndStoppingAndFeedsItsWatchd
   EXPECT_EQ(count_with(messages, "STOPPING=1"), 1u);
 }
 
+// Runs a shell command line, returning its exit status.
+int shell(const std::string& line) {
+  const int status = std::system(line.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DaemonLifecycle, ACurveSecuredDaemonIsControlledByAdmittedClientsAlone) {
+  ScratchDir dir;
+  const std::string covflow = COVFLOW_CLI;
+  ASSERT_EQ(shell(covflow + " keygen " + (dir / "daemon").string() + " >/dev/null"), 0);
+  ASSERT_EQ(shell(covflow + " keygen " + (dir / "ops").string() + " >/dev/null"), 0);
+  ASSERT_EQ(shell(covflow + " keygen " + (dir / "stranger").string() + " >/dev/null"), 0);
+  std::filesystem::copy_file(dir / "ops.public", dir / "clients");
+  auto s = daemon_setup(dir, "scenario:\n  cells: 4\n  snapshots: 32\n");
+  // The daemon section gains the CURVE keys.
+  std::ofstream(s.paths.config) << std::regex_replace(s.yaml, std::regex("  report_interval_ms: 100\n"),
+                                                       "  report_interval_ms: 100\n  curve:\n    secret_key_file: " +
+                                                           (dir / "daemon.secret").string() + "\n    clients_file: " +
+                                                           (dir / "clients").string() + "\n");
+  Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
+  const std::string ctl = covflow + " ctl status --connect " + s.paths.control + " --curve-server-key " +
+                          (dir / "daemon.public").string() + " >/dev/null 2>&1";
+  int admitted = -1;
+  for (int attempt = 0; attempt < 100 && admitted != 0; ++attempt) {  // until the daemon is up
+    admitted = shell(ctl + " --curve-client-key " + (dir / "ops.secret").string());
+    if (admitted != 0) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(admitted, 0) << slurp_file(s.paths.err);
+  EXPECT_EQ(shell(covflow + " ctl status --connect " + s.paths.control + " --timeout-ms 1000 >/dev/null 2>&1"), 8)
+      << "a client without CURVE gets no answer";
+  EXPECT_EQ(shell(ctl + " --curve-client-key " + (dir / "stranger.secret").string() + " --timeout-ms 1000"), 8)
+      << "a client key not in the list gets no answer";
+  EXPECT_NE(slurp_file(s.paths.err).find("refused a CURVE client"), std::string::npos) << slurp_file(s.paths.err);
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(30s), 0) << slurp_file(s.paths.err);
+}
+
 }  // namespace
 }  // namespace covflow::test

@@ -41,6 +41,17 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"device:\n  gpus: [0, 1, 1]\n", {}, "bad.yaml:2: device.gpus[2]: expected each id once (got 1 again)"},
       {"device:\n  gpus:\n    - 0\n    - 64\n", {}, "bad.yaml:4: device.gpus[1]: expected an integer in [0, 63] (got 64)"},
       {"device:\n  backend: cpu\n  gpus: [0]\n", {}, "bad.yaml:3: device.gpus: expected no GPU ids when device.backend is 'cpu' (got [0])"},
+      {"daemon:\n  control_endpoint: tcp://0.0.0.0:5602\n", {},
+       "bad.yaml:2: daemon.control_endpoint: expected an endpoint on loopback, ipc or inproc (got \"tcp://0.0.0.0:5602\", "
+       "reachable from the network): secure it with daemon.curve.secret_key_file, or set daemon.allow_unauthenticated: "
+       "true to trust the network"},
+      {"", {"daemon.results_endpoint=tcp://*:5600"},
+       "--set: daemon.results_endpoint: expected an endpoint on loopback, ipc or inproc (got \"tcp://*:5600\", reachable "
+       "from the network): secure it with daemon.curve.secret_key_file, or set daemon.allow_unauthenticated: true to "
+       "trust the network"},
+      {"daemon:\n  curve:\n    clients_file: clients.keys\n", {},
+       "bad.yaml:3: daemon.curve.clients_file: needs daemon.curve.secret_key_file: client keys are checked in CURVE "
+       "handshakes"},
       {"device:\n  gpus: [0, 1]\n", {},
        "bad.yaml:2: device.gpus: expected at most one GPU id: covflowd drives one GPU today (got [0, 1])"},
       {"pipeline:\n  stages:\n    compress:\n      enabled: true\n", {},

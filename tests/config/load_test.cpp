@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "covflow/config/endpoint.hpp"
 #include "covflow/config/load.hpp"
 #include "covflow/config/schema.hpp"
 #include "test_support.hpp"
@@ -142,6 +143,21 @@ TEST(ConfigLoad, EveryKeyOverridesAndRoundTripsThroughToYaml) {
     const std::string text = to_yaml(changed);
     EXPECT_EQ(load_string(text, "dumped.yaml"), changed) << text;
   }
+}
+
+TEST(ConfigLoad, AnEndpointOffLoopbackIsTakenWhenSecuredOrTrustedByChoice) {
+  const Config curve = load_string("daemon:\n  control_endpoint: tcp://0.0.0.0:5602\n  curve:\n    secret_key_file: d.secret\n",
+                                   "c.yaml");
+  EXPECT_EQ(curve.daemon.curve.secret_key_file, "d.secret");
+  const Config trusted =
+      load_string("daemon:\n  results_endpoint: tcp://10.1.2.3:5600\n  allow_unauthenticated: true\n", "t.yaml");
+  EXPECT_TRUE(trusted.daemon.allow_unauthenticated);
+  for (const char* local : {"tcp://127.0.0.1:1", "tcp://127.9.8.7:2", "tcp://localhost:3", "tcp://[::1]:4", "ipc:///tmp/x",
+                            "inproc://x"})
+    EXPECT_TRUE(endpoint_is_local(local)) << local;
+  for (const char* remote : {"tcp://0.0.0.0:1", "tcp://*:2", "tcp://10.0.0.1:3", "tcp://eth0:4", "tcp://128.0.0.1:5",
+                             "tcp://127.0.0.1.example.com:6"})
+    EXPECT_FALSE(endpoint_is_local(remote)) << remote;
 }
 
 TEST(ConfigLoad, EveryExampleFileLoads) {

@@ -2,9 +2,15 @@
 // stage, latency reports with the final one, control round trips, binding errors, recording.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <fstream>
+#include <optional>
+
 #include <zmq.hpp>
 
 #include "covflow/pipeline/endpoints.hpp"
+#include "covflow/pipeline/security.hpp"
 #include "covflow/pipeline/runner.hpp"
 #include "covflow/replay/reader.hpp"
 #include "covflow/stages/publish.hpp"
@@ -250,6 +256,80 @@ TEST(ZmqEndpoints, BindingFailuresNameTheEndpointAndTheKey) {
   FakeControl control(metrics);
   EXPECT_THROW(ControlServer("tcp://not an endpoint", control), EndpointError);
   EXPECT_THROW(ResultsPublisher("bogus://127.0.0.1:1"), EndpointError);
+}
+
+// A REQ socket that asks once and waits `wait` for the answer: null when none came (a CURVE
+// server does not even complete a handshake with a client it does not admit).
+json ask_once(const std::string& endpoint, const std::optional<std::pair<std::string, CurveKeys>>& curve,
+              std::chrono::milliseconds wait) {
+  zmq::context_t context{1};
+  zmq::socket_t socket{context, zmq::socket_type::req};
+  socket.set(zmq::sockopt::linger, 0);
+  if (curve) secure_client(socket, curve->first, curve->second);
+  socket.connect(endpoint);
+  socket.send(zmq::str_buffer("status"), zmq::send_flags::none);
+  zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, wait) == 0) return nullptr;
+  zmq::message_t reply;
+  if (!socket.recv(reply)) return nullptr;
+  return json::parse(reply.to_string());
+}
+
+TEST(ZmqSecurity, ACurveControlSocketAnswersAdmittedClientsAlone) {
+  Metrics metrics;
+  FakeControl control(metrics);
+  const CurveKeys server = generate_curve_keys(), admitted = generate_curve_keys(), stranger = generate_curve_keys();
+  ControlServer secured(kAny, control, "daemon.control_endpoint", {.server_secret_key = server.secret_key,
+                                                                  .authorized_clients = {admitted.public_key}});
+  secured.start();
+  // No CURVE at all; CURVE with a key the daemon does not admit; the wrong server key.
+  EXPECT_TRUE(ask_once(secured.endpoint(), std::nullopt, 500ms).is_null());
+  EXPECT_TRUE(ask_once(secured.endpoint(), std::pair{server.public_key, stranger}, 500ms).is_null());
+  EXPECT_TRUE(ask_once(secured.endpoint(), std::pair{stranger.public_key, admitted}, 500ms).is_null());
+  EXPECT_EQ(secured.requests(), 0u) << "no request of theirs reached the handler";
+  const json answer = ask_once(secured.endpoint(), std::pair{server.public_key, admitted}, 5000ms);
+  ASSERT_FALSE(answer.is_null());
+  EXPECT_EQ(answer.at("ok"), true);
+  secured.stop();
+
+  // Without a client list, any client that holds the server's public key is admitted.
+  ControlServer open_to_keyholders(kAny, control, "daemon.control_endpoint", {.server_secret_key = server.secret_key});
+  open_to_keyholders.start();
+  EXPECT_TRUE(ask_once(open_to_keyholders.endpoint(), std::nullopt, 500ms).is_null());
+  EXPECT_FALSE(ask_once(open_to_keyholders.endpoint(), std::pair{server.public_key, stranger}, 5000ms).is_null());
+}
+
+TEST(ZmqSecurity, AnIpcSocketFileIsItsOwnersAlone) {
+  test::ScratchDir dir;
+  Metrics metrics;
+  FakeControl control(metrics);
+  const std::string endpoint = "ipc://" + (dir / "control").string();
+  ControlServer server(endpoint, control);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "control").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(ZmqSecurity, KeyFilesRoundTripAndBadOnesAreNamed) {
+  test::ScratchDir dir;
+  const CurveKeys keys = generate_curve_keys();
+  write_curve_keys(dir / "daemon", keys);
+  EXPECT_EQ(read_curve_secret(dir / "daemon.secret").secret_key, keys.secret_key);
+  EXPECT_EQ(read_curve_secret(dir / "daemon.secret").public_key, keys.public_key);
+  EXPECT_EQ(read_curve_key(dir / "daemon.public"), keys.public_key);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir / "daemon.secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_THROW(write_curve_keys(dir / "daemon", keys), std::runtime_error) << "never overwritten";
+  std::ofstream(dir / "bad") << "# a comment\nnot a key\n";
+  try {
+    read_curve_key(dir / "bad");
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad:2: not a CURVE key"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir / "clients") << "# admitted\n" << keys.public_key << "\n\n" << generate_curve_keys().public_key << "\n";
+  EXPECT_EQ(read_curve_key_list(dir / "clients").size(), 2u);
 }
 
 }  // namespace

@@ -34,12 +34,22 @@ std::string_view name(SampleType value);
 std::string_view name(Overflow value);
 std::string_view name(SourceCountRule value);
 
+// ZeroMQ CURVE security for the daemon's sockets (docs/zmq.md, "Security").
+struct CurveConfig {
+  std::string secret_key_file;  // the daemon's secret key (covflow keygen); empty: no CURVE
+  std::string clients_file;     // the client public keys admitted; empty: any that holds the daemon's public key
+  bool operator==(const CurveConfig&) const = default;
+};
+
 struct DaemonConfig {
   std::string results_endpoint = "tcp://127.0.0.1:5600";
   std::string reports_endpoint = "tcp://127.0.0.1:5601";
   std::string control_endpoint = "tcp://127.0.0.1:5602";
   std::int64_t report_interval_ms = 1000;
   LogLevel log_level = LogLevel::info;
+  CurveConfig curve;
+  // Bind endpoints off loopback without CURVE (the network is trusted): refused otherwise.
+  bool allow_unauthenticated = false;
   bool operator==(const DaemonConfig&) const = default;
 };
 

@@ -8,7 +8,9 @@
 //
 // Each binds when it is made; a refused endpoint (address in use, malformed) throws
 // EndpointError naming the endpoint and the configuration key it came from. An endpoint may end
-// in ":*" (tcp) for a free port: endpoint() says which was taken.
+// in ":*" (tcp) for a free port: endpoint() says which was taken. Each is secured as its
+// EndpointSecurity says (security.hpp): CURVE when it has a server key; an ipc socket file is
+// always made its owner's alone.
 #pragma once
 
 #include <atomic>
@@ -27,6 +29,7 @@
 
 #include "covflow/pipeline/frame.hpp"
 #include "covflow/pipeline/metrics.hpp"
+#include "covflow/pipeline/security.hpp"
 
 namespace covflow::pipeline {
 
@@ -57,7 +60,8 @@ void write_result_json(const FrameSlot& frame, std::span<const std::string> stag
 
 class ResultsPublisher {
  public:
-  explicit ResultsPublisher(const std::string& endpoint, std::string key = "daemon.results_endpoint");
+  explicit ResultsPublisher(const std::string& endpoint, std::string key = "daemon.results_endpoint",
+                            const EndpointSecurity& security = {});
   ~ResultsPublisher();
   ResultsPublisher(const ResultsPublisher&) = delete;
   ResultsPublisher& operator=(const ResultsPublisher&) = delete;
@@ -79,7 +83,7 @@ class ResultsPublisher {
 class ReportPublisher {
  public:
   ReportPublisher(const std::string& endpoint, Metrics& metrics, std::chrono::milliseconds interval,
-                  std::string key = "daemon.reports_endpoint");
+                  std::string key = "daemon.reports_endpoint", const EndpointSecurity& security = {});
   // stop()
   ~ReportPublisher();
   ReportPublisher(const ReportPublisher&) = delete;
@@ -122,7 +126,8 @@ class ControlHandler {
 
 class ControlServer {
  public:
-  ControlServer(const std::string& endpoint, ControlHandler& handler, std::string key = "daemon.control_endpoint");
+  ControlServer(const std::string& endpoint, ControlHandler& handler, std::string key = "daemon.control_endpoint",
+                const EndpointSecurity& security = {});
   // stop()
   ~ControlServer();
   ControlServer(const ControlServer&) = delete;
