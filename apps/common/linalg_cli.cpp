@@ -86,6 +86,12 @@ struct Stack {
   std::uint64_t matrix_elements() const { return rows * cols; }
 };
 
+// The most matrices one command takes. heev's and cholupdate's CUDA kernels launch a block per
+// matrix, and a grid is at most 2^31 − 1 blocks long. The file's data bounds a batch of non-empty
+// matrices (read_npy checks that it holds the whole shape), but a batch of empty ones holds no
+// data whatever its count, so this is the only bound on it.
+constexpr std::uint64_t kMaxBatchCount = std::numeric_limits<std::int32_t>::max();
+
 Stack stack_of(const io::NpyArray& array, const path& file, const char* expected) {
   const auto& shape = array.shape;
   if (shape.size() != 2 && shape.size() != 3)
@@ -96,6 +102,10 @@ Stack stack_of(const io::NpyArray& array, const path& file, const char* expected
   stack.count = stack.batched ? shape[0] : 1;
   stack.rows = shape[shape.size() - 2];
   stack.cols = shape[shape.size() - 1];
+  if (stack.count > kMaxBatchCount)
+    fail(exit_code::input_damaged, file.string() + ": shape " + describe(array) + " holds " +
+                                       std::to_string(stack.count) + " matrices, more than the " +
+                                       std::to_string(kMaxBatchCount) + " a batch may hold");
   // BLAS/LAPACK take 32-bit dimensions; anything near that is no matrix a file of ours holds.
   if (stack.rows > std::uint64_t(std::numeric_limits<int>::max()) ||
       stack.cols > std::uint64_t(std::numeric_limits<int>::max()))
@@ -114,9 +124,11 @@ Strides strides_of(const Stack& s, bool fortran_order) {
   return {1, s.count, s.count * s.rows};  // first index fastest; for 2-D input count is 1
 }
 
+// Both copies return at once for empty matrices, so that a batch of them costs nothing per matrix.
 template <class T>
 std::vector<T> to_column_major(const io::NpyArray& array, const Stack& s) {
   std::vector<T> out(static_cast<std::size_t>(s.count * s.matrix_elements()));
+  if (out.empty()) return out;
   const Strides st = strides_of(s, array.fortran_order);
   const std::byte* src = array.bytes.data();
   for (std::uint64_t b = 0; b < s.count; ++b)
@@ -130,6 +142,7 @@ std::vector<T> to_column_major(const io::NpyArray& array, const Stack& s) {
 template <class T>
 std::vector<std::byte> column_major_to_c_order(const std::vector<T>& data, const Stack& s) {
   std::vector<std::byte> out(data.size() * sizeof(T));
+  if (out.empty()) return out;
   for (std::uint64_t b = 0; b < s.count; ++b)
     for (std::uint64_t i = 0; i < s.rows; ++i)
       for (std::uint64_t j = 0; j < s.cols; ++j)
@@ -207,14 +220,15 @@ int heev_typed(const HeevRequest& request, const io::NpyArray& input, const Stac
   using R = la::real_t<T>;
   const std::string command = "covflow linalg heev";
   const auto n = static_cast<std::int64_t>(s.rows);
-  const auto count = static_cast<std::int64_t>(s.count);
+  // 0×0 matrices have nothing to compute: none goes to linalg, so none needs an info entry (a
+  // batch of them may be 2^31 − 1 long), and each succeeded.
+  const auto count = n == 0 ? std::int64_t(0) : static_cast<std::int64_t>(s.count);
   const bool want_vectors = !request.vectors.empty();
   const la::HeevOptions options{request.uplo == 'U' ? la::Uplo::upper : la::Uplo::lower, want_vectors};
 
   std::vector<T> a = to_column_major<T>(input, s);
   std::vector<R> w(static_cast<std::size_t>(count * n), std::numeric_limits<R>::quiet_NaN());
-  // A 0×0 matrix has nothing to compute and heev leaves its info alone: it succeeded.
-  std::vector<int> info(static_cast<std::size_t>(count), n == 0 ? 0 : kUnwritten);
+  std::vector<int> info(static_cast<std::size_t>(count), kUnwritten);
 
   const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
 #if COVFLOW_HAS_CUDA
@@ -306,13 +320,15 @@ int cholupdate_typed(const CholupdateRequest& request, const io::NpyArray& facto
   const std::string command = "covflow linalg cholupdate";
   const auto n = static_cast<std::int64_t>(ls.rows);
   const auto k = static_cast<std::int64_t>(vs.cols);
-  const auto count = static_cast<std::int64_t>(ls.count);
+  // 0×0 factors hold no data and are not handed to linalg (see heev_typed); with n > 0 the
+  // factors' data bounds the count.
+  const auto count = n == 0 ? std::int64_t(0) : static_cast<std::int64_t>(ls.count);
   const la::Sign sign = request.sign == '-' ? la::Sign::downdate : la::Sign::update;
 
   std::vector<T> l = to_column_major<T>(factor, ls);
   const std::vector<T> v = to_column_major<T>(update_file, vs);
-  // Nothing to compute (n = 0 or k = 0) leaves info at 0: success.
-  std::vector<int> info(static_cast<std::size_t>(count), n == 0 || k == 0 ? 0 : kUnwritten);
+  // Nothing to compute (k = 0) leaves info at 0: success.
+  std::vector<int> info(static_cast<std::size_t>(count), k == 0 ? 0 : kUnwritten);
 
   // The CUDA path takes k ≤ kCudaMaxRank per call: auto runs a larger V on the CPU, --device cuda
   // refuses it.

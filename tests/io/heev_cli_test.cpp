@@ -7,9 +7,11 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/exit_codes.hpp"
@@ -177,6 +179,21 @@ TEST(HeevCliShapes, EmptyBatchesAndMatricesFollowNumpy) {
   }
 }
 
+// The largest batch, of empty matrices: nothing to compute, and nothing allocated or looped over
+// per matrix (2^31 − 1 info entries alone would be 8 GiB).
+TEST(HeevCliShapes, LargestBatchOfEmptyMatricesCostsNothingPerMatrix) {
+  ScratchDir dir;
+  const std::uint64_t count = std::numeric_limits<std::int32_t>::max();
+  io::write_npy(dir / "in.npy", make_array(std::vector<double>{}, {count, 0, 0}));
+  const CliRun run = heev(request_for(dir));
+  ASSERT_EQ(run.code, exit_code::ok) << run.err;
+  const io::NpyArray w = io::read_npy(dir / "w.npy");
+  const io::NpyArray v = io::read_npy(dir / "v.npy");
+  EXPECT_EQ(w.shape, (std::vector<std::uint64_t>{count, 0}));
+  EXPECT_EQ(v.shape, (std::vector<std::uint64_t>{count, 0, 0}));
+  EXPECT_NE(run.out.find("2147483647 matrices 0×0"), std::string::npos) << run.out;
+}
+
 struct ErrorCase {
   const char* name;
   std::string contents;  // raw file bytes; empty: no file at all
@@ -215,6 +232,45 @@ TEST(HeevCliErrors, EachClassHasItsExitCodeAndMessage) {
     EXPECT_EQ(run.code, c.code) << run.err;
     EXPECT_TRUE(run.err.starts_with("covflow linalg heev: error: " + input.string() + ": ")) << run.err;
     EXPECT_NE(run.err.find(c.says), std::string::npos) << run.err;
+    EXPECT_FALSE(std::filesystem::exists(dir / "w.npy"));
+  }
+}
+
+// An NPY file of a few hundred bytes at most, raw: the header says `shape`, `data_bytes` zero
+// bytes follow, whether or not that is what the shape needs.
+std::string npy_file(io::NpyDtype dtype, const std::vector<std::uint64_t>& shape, std::size_t data_bytes) {
+  return io::npy_header(dtype, shape, false) + std::string(data_bytes, '\0');
+}
+
+constexpr std::uint64_t kTwoTo40 = std::uint64_t(1) << 40;
+
+// Shapes that claim more matrices than a batch may hold: 2^40 or more empty matrices (no data at
+// all, so the file's size bounds nothing), or 2^40 matrices of one element in a file that holds
+// two. Each is refused as damaged, naming the file and the shape, before anything is allocated or
+// looped over per matrix.
+TEST(HeevCliErrors, BatchCountsBeyondTheFileOrTheLimitAreRefused) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {npy_file(io::NpyDtype::float64, {kTwoTo40, 0, 0}, 0),
+       "shape (1099511627776, 0, 0) float64 holds 1099511627776 matrices, more than the 2147483647 a batch may hold"},
+      {npy_file(io::NpyDtype::complex64, {std::uint64_t(1) << 31, 0, 0}, 0),
+       "shape (2147483648, 0, 0) complex64 holds 2147483648 matrices, more than the 2147483647 a batch may hold"},
+      {npy_file(io::NpyDtype::float32, {~std::uint64_t(0), 0, 0}, 0),
+       "shape (18446744073709551615, 0, 0) float32 holds 18446744073709551615 matrices"},
+      {npy_file(io::NpyDtype::float64, {kTwoTo40, 1, 1}, 16),
+       "header says shape (1099511627776, 1, 1) float64 = 8796093022208 bytes but only 16 bytes follow the header"},
+  };
+  int i = 0;
+  for (const auto& [contents, says] : cases) {
+    SCOPED_TRACE(says);
+    const auto input = dir / ("crafted-" + std::to_string(i++) + ".npy");
+    write_bytes(input, contents);
+    HeevRequest r = request_for(dir);
+    r.input = input;
+    const CliRun run = heev(r);
+    EXPECT_EQ(run.code, exit_code::input_damaged) << run.err;
+    EXPECT_TRUE(run.err.starts_with("covflow linalg heev: error: " + input.string() + ": ")) << run.err;
+    EXPECT_NE(run.err.find(says), std::string::npos) << run.err;
     EXPECT_FALSE(std::filesystem::exists(dir / "w.npy"));
   }
 }
@@ -360,6 +416,59 @@ TEST(CholupdateCli, ShapeAndTypeMismatchesAreInputErrors) {
     EXPECT_EQ(run.code, exit_code::input_damaged) << run.err;
     EXPECT_NE(run.err.find(c.says), std::string::npos) << run.err;
   }
+}
+
+// cholupdate's two files, each checked on its own: a factor or an update whose shape claims more
+// matrices than a batch may hold, or than the file holds, is refused as damaged and named.
+TEST(CholupdateCli, BatchCountsBeyondTheFileOrTheLimitAreRefused) {
+  ScratchDir dir;
+  const std::string two_1x1 = npy_file(io::NpyDtype::float64, {2, 1, 1}, 16);  // good as factors or updates
+  struct Case {
+    std::string factors, updates;
+    bool factors_named;  // else the update file is
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {npy_file(io::NpyDtype::float64, {kTwoTo40, 0, 0}, 0), npy_file(io::NpyDtype::float64, {kTwoTo40, 0, 1}, 0), true,
+       "shape (1099511627776, 0, 0) float64 holds 1099511627776 matrices, more than the 2147483647 a batch may hold"},
+      {npy_file(io::NpyDtype::float64, {2, 3, 3}, 144), npy_file(io::NpyDtype::float64, {kTwoTo40, 3, 0}, 0), false,
+       "shape (1099511627776, 3, 0) float64 holds 1099511627776 matrices, more than the 2147483647 a batch may hold"},
+      {npy_file(io::NpyDtype::float64, {kTwoTo40, 1, 1}, 16), two_1x1, true,
+       "header says shape (1099511627776, 1, 1) float64 = 8796093022208 bytes but only 16 bytes follow the header"},
+      {two_1x1, npy_file(io::NpyDtype::float64, {kTwoTo40, 1, 1}, 16), false,
+       "header says shape (1099511627776, 1, 1) float64 = 8796093022208 bytes but only 16 bytes follow the header"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.says);
+    cli::CholupdateRequest r;
+    r.factor = dir / "l.npy";
+    r.update = dir / "v.npy";
+    r.output = dir / "l2.npy";
+    r.sign = '+';
+    r.device = DeviceChoice::cpu;
+    write_bytes(r.factor, c.factors);
+    write_bytes(r.update, c.updates);
+    std::ostringstream out, err;
+    const int code = cli::run_cholupdate(r, out, err);
+    EXPECT_EQ(code, exit_code::input_damaged) << err.str();
+    const std::string named = (c.factors_named ? r.factor : r.update).string();
+    EXPECT_TRUE(err.str().starts_with("covflow linalg cholupdate: error: " + named + ": ")) << err.str();
+    EXPECT_NE(err.str().find(c.says), std::string::npos) << err.str();
+    EXPECT_FALSE(std::filesystem::exists(r.output));
+  }
+}
+
+// The largest batch of empty factors with a rank-3 update: nothing to compute, and nothing
+// allocated or looped over per matrix.
+TEST(CholupdateCli, LargestBatchOfEmptyFactorsCostsNothingPerMatrix) {
+  ScratchDir dir;
+  const std::uint64_t count = std::numeric_limits<std::int32_t>::max();
+  const CholRun run =
+      cholupdate(dir, make_array(std::vector<float>{}, {count, 0, 0}), make_array(std::vector<float>{}, {count, 0, 3}));
+  ASSERT_EQ(run.code, exit_code::ok) << run.err;
+  const io::NpyArray l2 = io::read_npy(dir / "l2.npy");
+  EXPECT_EQ(l2.dtype, io::NpyDtype::float32);
+  EXPECT_EQ(l2.shape, (std::vector<std::uint64_t>{count, 0, 0}));
 }
 
 // ---- the CLI11 wiring ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "reader_fuzz_body.hpp"
 #include "replay_test_support.hpp"
@@ -60,6 +61,21 @@ void write_corpus() {
   put_u32(impossible, second + 24, 0);
   put_u32(impossible, second + 48, format::crc32(std::span(impossible).subspan(second, 48)));
   save("damaged-impossible-dimensions.cvf", impossible);
+  // 2^30 × 2^30 cf64 matrices: rows·cols·16 wraps around to 0 in 64 bits, so an empty payload
+  // and two CRCs that check out make a record that a 64-bit size check lets through.
+  std::vector<std::byte> wrapping(format::record_header_bytes);
+  std::memcpy(wrapping.data(), format::record_magic.data(), format::record_magic.size());
+  wrapping[4] = std::byte(PayloadKind::covariance);
+  wrapping[5] = std::byte(ElementType::cf64);
+  put_u32(wrapping, 24, 1u << 30);
+  put_u32(wrapping, 28, 1u << 30);
+  put_u32(wrapping, 32, 1);
+  put_u32(wrapping, 48, format::crc32(std::span(wrapping).first(48)));
+  put_u32(wrapping, 52, format::crc32(std::span(wrapping).first(52)));
+  save("foreign-record-size-wraps-around.bin", wrapping);
+  auto wrapped_in = with_index({frames[0], frames[1]}, false);
+  wrapped_in.insert(wrapped_in.begin() + std::ptrdiff_t(second), wrapping.begin(), wrapping.end());
+  save("damaged-record-size-wraps-around.cvf", wrapped_in);
   auto future = with_index({frames[0]}, true);
   put_u32(future, 8, 2);
   put_u32(future, 28, format::crc32(std::span(future).first(28)));
@@ -92,7 +108,7 @@ TEST(ReplayCorpus, SeedCorpusRunsThroughTheFuzzChecks) {
       EXPECT_FALSE(reader.damage().empty()) << "damage must be found";
     }
   }
-  EXPECT_GE(files, 15);
+  EXPECT_GE(files, 17);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "covflow/replay/error.hpp"
@@ -247,6 +248,92 @@ TEST(ReplayDamage, ImpossibleDimensionsAreReportedWithoutAllocatingThem) {
     if (c.kind == DamageKind::bad_record) {
       ASSERT_EQ(back.size(), 2u) << test::damage_text(reader);
       EXPECT_EQ(back[1], file.frames[2]);
+    }
+  }
+}
+
+// One whole record, header field by field as a hostile writer would put it, with a header CRC and
+// a record CRC that check out. encode_record_header is not used: it may refuse such dimensions.
+std::vector<std::byte> hand_made_record(PayloadKind kind, ElementType type, std::uint32_t rows, std::uint32_t cols,
+                                        std::uint32_t count, std::span<const std::byte> payload) {
+  std::vector<std::byte> record(format::record_header_bytes);
+  auto put = [&](std::size_t offset, std::uint64_t value, int width) {
+    for (int i = 0; i < width; ++i) record[offset + std::size_t(i)] = std::byte((value >> (8 * i)) & 0xFF);
+  };
+  std::memcpy(record.data(), format::record_magic.data(), format::record_magic.size());
+  put(4, std::uint64_t(kind), 1);
+  put(5, std::uint64_t(type), 1);
+  put(8, 7, 8);  // sequence
+  put(24, rows, 4);
+  put(28, cols, 4);
+  put(32, count, 4);
+  put(40, payload.size(), 8);
+  put(48, format::crc32(std::span(record).first(48)), 4);
+  put(52, format::crc32(payload, format::crc32(std::span(record).first(52))), 4);
+  record.insert(record.end(), payload.begin(), payload.end());
+  return record;
+}
+
+// rows·cols·element size computed in 64 bits wraps around to a payload length the record really
+// has: to 0 bytes (2^30 × 2^30 cf64 = 2^64 bytes, 2^31 × 2^30 f64 likewise), or to 64 bytes
+// (1073807362 × 4294705160 f32 = 2^64 + 64 bytes). Such a header is refused like any other that
+// claims more than the payload limit, and the records around it still read.
+TEST(ReplayDamage, DimensionsWhosePayloadSizeWrapsAroundAreRefused) {
+  std::mt19937_64 rng(test::fresh_seed("wrapping dimensions"));
+  test::ScratchDir dir;
+  const SmallFile file = make_small_file(rng, dir, 2);
+  struct Case {
+    PayloadKind kind;
+    ElementType type;
+    std::uint32_t rows, cols;
+    std::size_t payload_bytes;
+  };
+  const Case cases[] = {
+      {PayloadKind::covariance, ElementType::cf64, 1u << 30, 1u << 30, 0},
+      {PayloadKind::snapshots, ElementType::f64, 1u << 31, 1u << 30, 0},
+      {PayloadKind::snapshots, ElementType::f32, 1073807362u, 4294705160u, 64},
+  };
+  for (const Case& c : cases) {
+    const std::string shape = std::to_string(c.rows) + "×" + std::to_string(c.cols) + "×1 " + std::string(name(c.type));
+    SCOPED_TRACE(shape);
+    std::vector<std::byte> payload(c.payload_bytes);
+    for (auto& b : payload) b = std::byte(rng() & 0xFF);
+    const std::vector<std::byte> record = hand_made_record(c.kind, c.type, c.rows, c.cols, 1, payload);
+    const std::string expected = "impossible dimensions " + shape + ": the payload would exceed the 4294967296 byte limit";
+
+    const auto header = std::span(record).first<format::record_header_bytes>();
+    const std::string problem = format::record_header_problem(header).value_or("the header passes its checks");
+    EXPECT_NE(problem.find(expected), std::string::npos) << problem;
+    EXPECT_NE(shape_problem(format::decode_record_header(header).frame_header()), "");
+    try {
+      const Frame frame = format::decode_record(record);
+      ADD_FAILURE() << "decoded a " << frame.header.rows << "×" << frame.header.cols << " record of "
+                    << frame.payload.size() << " payload bytes";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_EQ(e.offset(), 0u);
+    }
+
+    // Between the two good records of a file without an index.
+    std::vector<std::byte> bytes(file.bytes.begin(), file.bytes.begin() + std::ptrdiff_t(file.ends[0]));
+    bytes.insert(bytes.end(), record.begin(), record.end());
+    bytes.insert(bytes.end(), file.bytes.begin() + std::ptrdiff_t(file.ends[0]),
+                 file.bytes.begin() + std::ptrdiff_t(file.index_offset));
+    Reader reader = reader_over(bytes);
+    const auto back = test::read_all(reader);
+    EXPECT_FALSE(scan(reader, {.check_payloads = true}).whole());
+    EXPECT_EQ(back.size(), 2u) << test::damage_text(reader);
+    if (back.size() == 2) {
+      EXPECT_EQ(back[0], file.frames[0]);
+      EXPECT_EQ(back[1], file.frames[1]);
+    }
+    EXPECT_EQ(reader.damage().size(), 1u) << test::damage_text(reader);
+    if (reader.damage().size() == 1) {
+      const Damage& d = reader.damage().front();
+      EXPECT_EQ(d.kind, DamageKind::bad_record) << d.message();
+      EXPECT_EQ(d.offset, file.ends[0]) << d.message();
+      EXPECT_EQ(d.length, record.size()) << d.message();
+      EXPECT_NE(d.detail.find(expected), std::string::npos) << d.message();
     }
   }
 }

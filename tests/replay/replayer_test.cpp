@@ -220,7 +220,9 @@ TEST(Replayer, NextIntoReadsAheadThenWaitsNoLongerThanToldUntilTheRecordIsDue) {
     EXPECT_GE(clock.now(), got->due);
     EXPECT_TRUE(std::equal(want.payload.begin(), want.payload.end(), slot.begin())) << "frame " << delivered;
     // Frame 0 is read by the call that delivers it; later ones by the first call that waits for them.
-    if (delivered > 0) EXPECT_EQ(source.payload_bytes, read_before) << "frame " << delivered << " was read twice";
+    if (delivered > 0) {
+      EXPECT_EQ(source.payload_bytes, read_before) << "frame " << delivered << " was read twice";
+    }
     ++delivered;
   }
   EXPECT_EQ(delivered, expected.size());

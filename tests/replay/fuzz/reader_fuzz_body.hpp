@@ -17,13 +17,26 @@ inline void require(bool condition) {
   if (!condition) std::abort();
 }
 
+__extension__ typedef unsigned __int128 uint128;
+
+// A frame the reader or the decoder returns has a payload of exactly rows·cols·count elements and
+// no more than the payload limit. The product is taken in 128 bits, where three 32-bit dimensions
+// and an element size cannot wrap, so a header whose 64-bit size wraps around to the length of
+// the payload it carries fails here whatever the reader checked.
+inline void require_whole_frame(const covflow::replay::Frame& frame) {
+  using namespace covflow::replay;
+  const FrameHeader& h = frame.header;
+  const uint128 bytes = uint128(h.rows) * h.cols * h.count * size_of(h.element_type);
+  require(bytes == frame.payload.size());
+  require(bytes <= max_payload_bytes);
+  require(shape_problem(h).empty());
+}
+
 // Returns the number of records read (-1 when the input is refused as not a frame file).
 inline long reader_fuzz_one(std::span<const std::byte> bytes) {
   using namespace covflow::replay;
   try {
-    const Frame frame = format::decode_record(bytes);
-    require(frame.payload.size() == frame.header.payload_bytes());
-    require(shape_problem(frame.header).empty());
+    require_whole_frame(format::decode_record(bytes));
   } catch (const FormatError&) {
   }
   long records = 0;
@@ -31,8 +44,7 @@ inline long reader_fuzz_one(std::span<const std::byte> bytes) {
     Reader reader(memory_source(bytes, "fuzz"));
     std::uint64_t last_end = 0;
     while (auto frame = reader.next()) {
-      require(frame->payload.size() == frame->header.payload_bytes());
-      require(shape_problem(frame->header).empty());
+      require_whole_frame(*frame);
       require(reader.last_offset() >= last_end);  // records come in file order, without overlap
       last_end = reader.last_offset() + format::record_header_bytes + frame->payload.size();
       require(last_end <= bytes.size());
