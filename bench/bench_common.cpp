@@ -1,9 +1,11 @@
 #include "bench_common.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -43,14 +45,17 @@ double best_vendor_ms(const Row& row, std::string* which) {
 
 }  // namespace
 
+void Row::fail(const std::string& reason) { failed += (failed.empty() ? "" : "; ") + reason; }
+
 void Report::add(Row row) { rows_.push_back(std::move(row)); }
 
 void Report::print() const {
   fmt::print("\n== {} ==\n", benchmark_);
+  std::size_t failed = 0;
   for (const Row& row : rows_) {
     std::string best_name;
     const double best = best_vendor_ms(row, &best_name);
-    fmt::print("{:<6} {:<28}", row.dtype, row.shape);
+    fmt::print("{:<6} {:<28}", row.dtype, row.input.empty() ? row.shape : fmt::format("{:<24} {:<6}", row.shape, row.input));
     for (const auto& [who, t] : row.times) {
       const double gflops = t.median_ms > 0 ? row.flops / (t.median_ms * 1e6) : 0;
       fmt::print("  {} {:.4f} ms ({:.0f} GF/s)", who, t.median_ms, gflops);
@@ -58,9 +63,14 @@ void Report::print() const {
     auto cov = row.times.find("covflow");
     if (best > 0 && cov != row.times.end() && cov->second.reps > 0)
       fmt::print("  | covflow/{} = {:.2f}", best_name, cov->second.median_ms / best);
-    fmt::print("\n");
+    fmt::print("{}\n", row.failed.empty() ? "" : "  FAILED");
     for (const auto& [key, note] : row.notes) fmt::print("         {}: {}\n", key, note);
+    if (!row.failed.empty()) {
+      fmt::print("         FAILED: {}\n", row.failed);
+      ++failed;
+    }
   }
+  if (failed > 0) fmt::print("{} of {} rows FAILED (reasons above)\n", failed, rows_.size());
 }
 
 nlohmann::json Report::to_json() const {
@@ -74,6 +84,8 @@ nlohmann::json Report::to_json() const {
     const double best = best_vendor_ms(row, &best_name);
     nlohmann::json entry = {{"op", row.op}, {"dtype", row.dtype}, {"shape", row.shape}, {"flops", row.flops},
                             {"times", times}, {"notes", row.notes}};
+    if (!row.input.empty()) entry["input"] = row.input;
+    if (!row.failed.empty()) entry["failed"] = row.failed;
     auto cov = row.times.find("covflow");
     if (best > 0 && cov != row.times.end() && cov->second.reps > 0) {
       entry["best_vendor"] = best_name;
@@ -90,6 +102,23 @@ void write_json(const std::string& path, const std::vector<nlohmann::json>& benc
   out << nlohmann::json{{"device", device_description()}, {"date", today()}, {"benchmarks", benchmarks}}.dump(2)
       << "\n";
   if (!out) throw std::runtime_error("failed writing " + path);
+}
+
+std::vector<std::string> failed_rows(const nlohmann::json& benchmark) {
+  std::vector<std::string> out;
+  if (!benchmark.contains("rows")) return out;
+  for (const auto& row : benchmark.at("rows")) {
+    if (!row.is_object() || !row.contains("failed")) continue;
+    std::string what = fmt::format("{} {} {}", row.value("op", ""), row.value("dtype", ""), row.value("shape", ""));
+    if (row.contains("input")) what += " " + row.at("input").get<std::string>();
+    out.push_back(what + ": " + row.at("failed").get<std::string>());
+  }
+  return out;
+}
+
+bool gpu_required() {
+  const char* value = std::getenv("COVFLOW_REQUIRE_GPU");
+  return value != nullptr && *value != '\0' && std::string_view(value) != "0";
 }
 
 Timing time_host(const std::function<void()>& call, int warmup, int reps) {

@@ -26,6 +26,7 @@ struct Settings {
   std::vector<std::string> shapes;  // "NxBATCH" filters, empty: the benchmark's own list
   std::string dtype;                // "cf64", "cf32", ... empty: all
   std::string mode;                 // "vectors" | "values", empty: both
+  std::string input;                // heev: "random" | "radar", empty: both
 };
 
 struct Timing {
@@ -38,10 +39,17 @@ struct Row {
   std::string op;
   std::string dtype;
   std::string shape;
+  std::string input;  // what the matrices are, when a benchmark times more than one kind ("" otherwise)
   double flops = 0;  // floating-point operations of one call, for GFLOP/s
   std::vector<std::string> vendors;  // which contenders are the vendor library's
   std::map<std::string, Timing> times;
   std::map<std::string, std::string> notes;
+  // Why this row's times cannot be trusted — a result that disagrees with the vendor's, a nonzero
+  // info — or empty. A failed row is still printed and written, and fails the whole run.
+  std::string failed;
+
+  // Records one more reason; the row keeps every reason it was given.
+  void fail(const std::string& reason);
 };
 
 class Report {
@@ -61,6 +69,13 @@ class Report {
 
 // Writes {"device":..., "date":..., "benchmarks":[...]} to `path`.
 void write_json(const std::string& path, const std::vector<nlohmann::json>& benchmarks);
+
+// The rows of a Report's JSON that failed, each as "op dtype shape: reason".
+std::vector<std::string> failed_rows(const nlohmann::json& benchmark);
+
+// True when the environment variable COVFLOW_REQUIRE_GPU is set to anything but "" or "0": the
+// run must time the GPU, and finding no usable device is an error rather than a CPU-only run.
+bool gpu_required();
 
 // Median of `reps` timed calls after `warmup` untimed ones, on the host clock.
 Timing time_host(const std::function<void()>& call, int warmup, int reps);

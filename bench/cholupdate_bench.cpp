@@ -9,13 +9,16 @@
 //                     per thread and scaled, marked so)
 // Rows: n = 5000, k ∈ {1, 16}, double, update and downdate; 4096 cells of 64×64 complex double,
 // k = 4. Every contender overwrites its input, so each timed call starts from a fresh copy made
-// before its start event. After timing, covflow's factor is compared with the vendor's so the
-// table never times a wrong answer. Targets (H100): n = 5000, k = 16 update ≥ 10× faster than
-// xpotrf-refactor; 4096 × 64×64, k = 4 ≥ 5× faster than zpotrf-batched.
+// before its start event. After timing, outside the timed region, every info is read and covflow's
+// factor is compared with the vendor's; a row that disagrees fails, so the table never times a
+// wrong answer. Targets (H100): n = 5000, k = 16 update ≥ 10× faster than xpotrf-refactor;
+// 4096 × 64×64, k = 4 ≥ 5× faster than zpotrf-batched.
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -75,22 +78,53 @@ std::vector<T> make_updates(int n, int k, long long count, std::mt19937_64& rng)
 // convention, so GFLOP/s compare contenders on the same work.
 double nominal_flops(int n, int k, bool complex) { return (complex ? 4.0 : 1.0) * 6.0 * 0.5 * double(n) * n * k; }
 
+// "N factors with info != 0 (first: matrix B, info I)", or "" when every info is 0.
+std::string info_problem(const std::vector<int>& info) {
+  const auto first = std::find_if(info.begin(), info.end(), [](int v) { return v != 0; });
+  if (first == info.end()) return "";
+  const auto bad = std::count_if(info.begin(), info.end(), [](int v) { return v != 0; });
+  return fmt::format("{} factors with info != 0 (first: matrix {}, info {})", bad, first - info.begin(), *first);
+}
+
 #if COVFLOW_HAS_CUDA
-// max over the lower triangles of |x − y| / max |y|, in n·ε.
+// The factors are compared as the test suites compare cholupdate with LAPACK's potrf: two
+// backward-stable factors of one matrix, each with a backward error of at most 10·n·ε
+// (cholupdate_cases.hpp), differ by ‖ΔL‖_F/‖L‖_F ≲ κ₂ times the two backward errors, since the
+// forward error of a Cholesky factor is at most about κ₂ times its backward error. κ₂ is bounded by
+// construction here: make_factors gives κ₂(LLᴴ) ≲ 20 (σ(L) ∈ [0.6, 2.4]), and VVᴴ, of norm ≲ 1.6,
+// at most doubles the largest eigenvalue of the updated matrix; the downdates end at such an LLᴴ.
+constexpr double kConditionBound = 40;
+constexpr double kFactorTolerance = 2 * 10 * kConditionBound;  // units of n·ε
+
+// max over the batch of ‖X − Y‖_F / ‖Y‖_F on the lower triangles, in units of n·ε; NaN anywhere
+// gives NaN.
 template <class T>
-double difference_in_n_eps(const std::vector<T>& x, const std::vector<T>& y, int n, long long count) {
+double factor_difference(const std::vector<T>& x, const std::vector<T>& y, int n, long long count) {
   double worst = 0;
   for (long long b = 0; b < count; ++b) {
-    double diff = 0, scale = 0;
+    long double diff2 = 0, norm2 = 0;
     for (int j = 0; j < n; ++j)
       for (int i = j; i < n; ++i) {
         const std::size_t e = static_cast<std::size_t>((b * n + j) * n + i);
-        diff = std::max(diff, double(std::abs(x[e] - y[e])));
-        scale = std::max(scale, double(std::abs(y[e])));
+        diff2 += std::norm(std::complex<long double>(x[e]) - std::complex<long double>(y[e]));
+        norm2 += std::norm(std::complex<long double>(y[e]));
       }
-    worst = std::max(worst, diff / scale);
+    const double relative = double(std::sqrt(diff2 / norm2));
+    if (std::isnan(relative) || std::isnan(worst)) worst = std::numeric_limits<double>::quiet_NaN();
+    else worst = std::max(worst, relative);
   }
   return worst / (double(n) * std::numeric_limits<real_t<T>>::epsilon());
+}
+
+// Fails `row` unless covflow's factors agree with the vendor's; notes the difference either way.
+template <class T>
+void check_factors(Row& row, const std::string& vendor, const std::vector<T>& covflow_l, const std::vector<T>& vendor_l,
+                   int n, long long count) {
+  const double difference = factor_difference(covflow_l, vendor_l, n, count);
+  row.notes["‖L_covflow − L_" + vendor + "‖_F / ‖L‖_F"] =
+      fmt::format("{:.2f} n·ε (tolerance {:.0f} = 2·10·κ₂ with κ₂ ≤ {:.0f})", difference, kFactorTolerance, kConditionBound);
+  if (!(difference <= kFactorTolerance))
+    row.fail(fmt::format("factor differs from {}'s by {:.2f} n·ε (tolerance {:.0f})", vendor, difference, kFactorTolerance));
 }
 #endif
 
@@ -130,6 +164,7 @@ Row bench_large(int n, int k, Sign sign, const Settings& settings, Exec* gpu, Ex
       gpu->synchronize();
     }
     gpu->workspace().reserve(cholupdate_workspace<T>(*gpu, n, k, 1));
+    info.fill_bytes(0xFF, stream);  // −1 until the contender writes it
     row.times["covflow"] = time_device(
         stream,
         [&](int) {
@@ -145,7 +180,7 @@ Row bench_large(int n, int k, Sign sign, const Settings& settings, Exec* gpu, Ex
       row.notes["timeline µs (last W, solve end, apply first block, first tile, apply end, finish)"] =
           fmt::format("{:.1f}", fmt::join(clock, " / "));
     std::vector<T> covflow_l(elems);
-    std::vector<int> covflow_info(1);
+    std::vector<int> covflow_info(1), vendor_info(1);
     work.download(covflow_l, stream);
     info.download(covflow_info, stream);
 
@@ -157,6 +192,7 @@ Row bench_large(int n, int k, Sign sign, const Settings& settings, Exec* gpu, Ex
     cuda::DeviceBuffer<std::byte> device_work(std::max<std::size_t>(device_bytes, 1));
     std::vector<std::byte> host_work(std::max<std::size_t>(host_bytes, 1));
     const T alpha = sign == Sign::update ? 1.0 : -1.0, beta = 1.0;
+    info.fill_bytes(0xFF, stream);  // −1 until the contender writes it
     row.times["xpotrf-refactor"] = time_device(
         stream,
         [&](int) {
@@ -173,21 +209,24 @@ Row bench_large(int n, int k, Sign sign, const Settings& settings, Exec* gpu, Ex
     cusolverDnDestroyParams(params);
     std::vector<T> vendor_l(elems);
     work.download(vendor_l, stream);
+    info.download(vendor_info, stream);
     gpu->synchronize();
-    if (covflow_info[0] != 0) row.notes["covflow info"] = fmt::format("{}", covflow_info[0]);
-    row.notes["max |L_covflow − L_xpotrf| / max |L|"] =
-        fmt::format("{:.2f} n·ε", difference_in_n_eps(covflow_l, vendor_l, n, 1));
+    if (const std::string problem = info_problem(covflow_info); !problem.empty()) row.fail("covflow: " + problem);
+    if (const std::string problem = info_problem(vendor_info); !problem.empty())
+      row.fail("xpotrf-refactor: " + problem + ": nothing to compare with");
+    else check_factors(row, "xpotrf", covflow_l, vendor_l, n, 1);
   }
 #endif
   if (settings.cpu) {
     std::vector<T> l = host_l;
-    std::vector<int> info(1);
+    std::vector<int> info(1, -1);
     row.times["cpu"] = time_host(
         [&] {
           l = host_l;
           cholupdate<T>(cpu, Batch<T>::packed(l.data(), n, n, 1), Batch<const T>::packed(host_v.data(), n, k, 1), sign, info);
         },
         0, settings.cpu_reps);
+    if (const std::string problem = info_problem(info); !problem.empty()) row.fail("cpu: " + problem);
   }
   return row;
 }
@@ -220,6 +259,7 @@ Row bench_batch(int n, int k, long long count, const Settings& settings, Exec* g
     const long long square = std::int64_t(n) * n, panel = std::int64_t(n) * k;
     COVFLOW_CUBLAS_TRY(cublasZgemmStridedBatched(context.cublas(), CUBLAS_OP_N, CUBLAS_OP_C, n, n, n, &one, lz, n, square,
                                                  lz, n, square, &zero, az, n, square, static_cast<int>(count)));
+    info.fill_bytes(0xFF, stream);  // −1 until the contender writes it
     row.times["covflow"] = time_device(
         stream,
         [&](int) {
@@ -231,12 +271,15 @@ Row bench_batch(int n, int k, long long count, const Settings& settings, Exec* g
           COVFLOW_CUDA_TRY(cudaMemcpyAsync(work.data(), pristine.data(), elems * sizeof(T), cudaMemcpyDeviceToDevice, stream));
         });
     std::vector<T> covflow_l(elems);
+    std::vector<int> covflow_info(static_cast<std::size_t>(count)), vendor_info(static_cast<std::size_t>(count));
     work.download(covflow_l, stream);
+    info.download(covflow_info, stream);
 
     std::vector<cuDoubleComplex*> pointers(static_cast<std::size_t>(count));
     for (long long b = 0; b < count; ++b) pointers[b] = wz + b * square;
     cuda::DeviceBuffer<cuDoubleComplex*> device_pointers(pointers.size());
     device_pointers.upload(pointers, stream);
+    info.fill_bytes(0xFF, stream);  // −1 until the contender writes it
     row.times["zpotrf-batched"] = time_device(
         stream,
         [&](int) {
@@ -251,15 +294,18 @@ Row bench_batch(int n, int k, long long count, const Settings& settings, Exec* g
         });
     std::vector<T> vendor_l(elems);
     work.download(vendor_l, stream);
+    info.download(vendor_info, stream);
     gpu->synchronize();
-    row.notes["max |L_covflow − L_zpotrf| / max |L|"] =
-        fmt::format("{:.2f} n·ε", difference_in_n_eps(covflow_l, vendor_l, n, count));
+    if (const std::string problem = info_problem(covflow_info); !problem.empty()) row.fail("covflow: " + problem);
+    if (const std::string problem = info_problem(vendor_info); !problem.empty())
+      row.fail("zpotrf-batched: " + problem + ": nothing to compare with");
+    else check_factors(row, "zpotrf", covflow_l, vendor_l, n, count);
   }
 #endif
   if (settings.cpu) {
     const long long sub = std::min<long long>(count, cpu.pool().size());
     std::vector<T> l(host_l.begin(), host_l.begin() + static_cast<std::ptrdiff_t>(sub) * n * n);
-    std::vector<int> info(static_cast<std::size_t>(sub));
+    std::vector<int> info(static_cast<std::size_t>(sub), -1);
     Timing t = time_host(
         [&] {
           std::copy(host_l.begin(), host_l.begin() + static_cast<std::ptrdiff_t>(sub) * n * n, l.begin());
@@ -273,6 +319,7 @@ Row bench_batch(int n, int k, long long count, const Settings& settings, Exec* g
     t.max_ms *= scale;
     row.times["cpu"] = t;
     row.notes["cpu"] = fmt::format("timed on {} matrices ({} threads), scaled ×{:.0f}", sub, cpu.pool().size(), scale);
+    if (const std::string problem = info_problem(info); !problem.empty()) row.fail("cpu: " + problem);
   }
   return row;
 }

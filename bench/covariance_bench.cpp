@@ -3,7 +3,11 @@
 //   cublas-gemm  what a user writes by hand: copy δI into R, then one
 //                cublas{C,Z}gemmStridedBatched with alpha = 1/K, beta = 1
 //   cpu          linalg::sample_covariance on the CPU backend (BLAS herk across the pool)
+// After timing, outside the timed region, covflow's R is compared with cublas-gemm's, every cell;
+// a row that disagrees fails, so the table never times a wrong answer.
+#include <cmath>
 #include <complex>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -38,6 +42,32 @@ std::vector<T> random_snapshots(std::size_t count, std::mt19937_64& rng) {
 }
 
 #if COVFLOW_HAS_CUDA
+// Each of two R's is within 4·(K + 2)·ε·‖|X||X|ᴴ‖_F / K of the exact R_b, in the Frobenius norm
+// (the componentwise bound of a K-term dot product, as the test suites state it), so they differ by
+// at most twice that. ‖|X||X|ᴴ‖_F ≤ ‖X‖_F² keeps the bound O(N·K) to evaluate, and loosens it only
+// by about 4/π for Gaussian snapshots.
+constexpr double kCovarianceTolerance = 2 * 4;  // units of (K + 2)·ε·‖X‖_F² / K
+
+// max over cells of ‖R_covflow − R_vendor‖_F / ((K + 2)·ε·‖X_b‖_F² / K); NaN anywhere gives NaN.
+template <class T>
+double covariance_difference(const std::vector<T>& covflow, const std::vector<T>& vendor, const std::vector<T>& x,
+                             const Shape& s) {
+  const double eps = std::numeric_limits<real_t<T>>::epsilon();
+  const std::size_t square = std::size_t(s.channels) * s.channels, panel = std::size_t(s.channels) * s.snapshots;
+  double worst = 0;
+  for (int b = 0; b < s.cells; ++b) {
+    double diff2 = 0, x2 = 0;
+    for (std::size_t e = 0; e < square; ++e)
+      diff2 += std::norm(std::complex<double>(covflow[b * square + e]) - std::complex<double>(vendor[b * square + e]));
+    for (std::size_t e = 0; e < panel; ++e) x2 += std::norm(std::complex<double>(x[b * panel + e]));
+    const double bound = (s.snapshots + 2) * eps * x2 / s.snapshots;
+    const double scaled = std::sqrt(diff2) / bound;
+    if (std::isnan(scaled) || std::isnan(worst)) worst = std::numeric_limits<double>::quiet_NaN();
+    else worst = std::max(worst, scaled);
+  }
+  return worst;
+}
+
 cublasStatus_t vendor_gemm(cublasHandle_t h, const Shape& s, const cf32* x, cf32* r) {
   const cuComplex alpha{1.0f / static_cast<float>(s.snapshots), 0.f}, one{1.f, 0.f};
   auto* xp = reinterpret_cast<const cuComplex*>(x);
@@ -86,6 +116,7 @@ Row bench_shape(const Shape& s, const Settings& settings, Exec* gpu, Exec& cpu, 
         identity[std::size_t(c) * s.channels * s.channels + i + std::size_t(i) * s.channels] = T(loading);
     loaded_identity.upload(identity, stream);
 
+    dr.fill_bytes(0xFF, stream);  // NaN: an element no call writes fails the check
     row.times["covflow"] = time_device(
         stream,
         [&](int rep) {
@@ -94,6 +125,8 @@ Row bench_shape(const Shape& s, const Settings& settings, Exec* gpu, Exec& cpu, 
                                {.diagonal_loading = loading});
         },
         settings.warmup, settings.reps);
+    std::vector<T> covflow_r(r_elems), vendor_r(r_elems);
+    dr.download(covflow_r, stream);
     row.times["cublas-gemm"] = time_device(
         stream,
         [&](int rep) {
@@ -103,7 +136,14 @@ Row bench_shape(const Shape& s, const Settings& settings, Exec* gpu, Exec& cpu, 
         },
         settings.warmup, settings.reps);
     identity.clear();
+    dr.download(vendor_r, stream);
     gpu->synchronize();
+    const double difference = covariance_difference(covflow_r, vendor_r, x, s);
+    row.notes["‖R_covflow − R_cublas‖_F"] = fmt::format("{:.3f} (K + 2)·ε·‖X‖_F²/K (tolerance {:.0f})", difference,
+                                                      kCovarianceTolerance);
+    if (!(difference <= kCovarianceTolerance))
+      row.fail(fmt::format("R differs from cublas-gemm's by {:.3f} (K + 2)·ε·‖X‖_F²/K (tolerance {:.0f})", difference,
+                           kCovarianceTolerance));
   }
 #endif
   if (settings.cpu) {

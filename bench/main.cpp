@@ -1,7 +1,11 @@
 // covflow-bench: one subcommand per operation, or `all`.
+// Exit status: 0 when every row agreed with the vendor's result; 1 when a row failed its check, no
+// usable GPU was found under COVFLOW_REQUIRE_GPU, or a benchmark threw; 2 for a usage error.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -28,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--reps", settings.reps, "Timed calls per contender (median reported)")->check(CLI::Range(1, 100000));
   app.add_option("--cpu-reps", settings.cpu_reps, "Timed calls of the CPU backend")->check(CLI::Range(1, 1000));
   app.add_flag("--no-cpu", [&](std::int64_t) { settings.cpu = false; }, "Skip the CPU backend");
-  app.add_flag("--no-gpu", no_gpu, "Skip the GPU even when one is present");
+  app.add_flag("--no-gpu", no_gpu, "Skip the GPU even when one is present (refused under COVFLOW_REQUIRE_GPU)");
   app.add_flag("--quick", settings.quick, "A few sizes only (smoke run)");
   app.require_subcommand(1);
   auto* covariance = app.add_subcommand("covariance", "Batched sample covariance R = X Xᴴ / K + δI");
@@ -36,6 +40,8 @@ int main(int argc, char** argv) {
   heev->add_option("--shape", settings.shapes, "Only these NxBATCH shapes (repeatable)");
   heev->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32"}));
   heev->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
+  heev->add_option("--input", settings.input, "Only this input: random matrices or the radar scenario's covariances")
+      ->check(CLI::IsMember({"random", "radar"}));
   auto* cholupdate = app.add_subcommand("cholupdate", "Rank-k Cholesky update/downdate vs refactoring (cuSOLVER potrf)");
   auto* heev_chase = app.add_subcommand("heev-chase", "§3's QR iteration alone (heev's leaves), per arithmetic policy (diagnostic)");
   auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
@@ -92,18 +98,35 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  const bool gpu_required = bench::gpu_required();
+  if (gpu_required && no_gpu) {
+    std::fprintf(stderr, "covflow-bench: --no-gpu contradicts COVFLOW_REQUIRE_GPU=%s, which asks for a GPU run; "
+                         "unset one of them\n", std::getenv("COVFLOW_REQUIRE_GPU"));
+    return 2;
+  }
+  std::vector<std::string> failed;
   try {
     std::unique_ptr<linalg::Exec> gpu;
     const auto probe = linalg::probe_devices();
+    if (gpu_required && !probe.available()) {
+      std::fprintf(stderr, "covflow-bench: error: COVFLOW_REQUIRE_GPU is set but there is no usable CUDA device (%s); "
+                           "not timing the CPU alone\n", probe.reason.c_str());
+      return 1;
+    }
     if (!no_gpu && probe.available()) gpu = std::make_unique<linalg::Exec>(linalg::Exec::cuda());
     linalg::Exec cpu = linalg::Exec::cpu();
     fmt::print("covflow-bench on {} ({}); CPU backend {} threads; {} warm-up, median of {}\n",
                bench::device_description(), bench::today(), cpu.pool().size(), settings.warmup, settings.reps);
     if (!gpu) fmt::print("no GPU timing: {}\n", no_gpu ? "--no-gpu" : probe.reason);
     std::vector<nlohmann::json> results;
-    if (covariance->parsed() || all->parsed()) results.push_back(bench::run_covariance_bench(settings, gpu.get(), cpu));
-    if (heev->parsed() || all->parsed()) results.push_back(bench::run_heev_bench(settings, gpu.get(), cpu));
-    if (cholupdate->parsed() || all->parsed()) results.push_back(bench::run_cholupdate_bench(settings, gpu.get(), cpu));
+    // Every row runs and is printed; a row that failed its check fails the run at the end.
+    auto checked = [&](nlohmann::json result) {
+      for (std::string& row : bench::failed_rows(result)) failed.push_back(std::move(row));
+      results.push_back(std::move(result));
+    };
+    if (covariance->parsed() || all->parsed()) checked(bench::run_covariance_bench(settings, gpu.get(), cpu));
+    if (heev->parsed() || all->parsed()) checked(bench::run_heev_bench(settings, gpu.get(), cpu));
+    if (cholupdate->parsed() || all->parsed()) checked(bench::run_cholupdate_bench(settings, gpu.get(), cpu));
     if (pipeline->parsed() || all->parsed()) {
       results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
     }
@@ -122,6 +145,11 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "covflow-bench: error: %s\n", e.what());
+    return 1;
+  }
+  if (!failed.empty()) {
+    std::fprintf(stderr, "covflow-bench: %zu rows FAILED their checks:\n", failed.size());
+    for (const std::string& row : failed) std::fprintf(stderr, "  %s\n", row.c_str());
     return 1;
   }
   return 0;

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs on the GPU host, from the repository root: every GPU test binary, then every benchmark.
 # Copied into the bundle as .gpu/run by scripts/gpu-bundle. Results go to $OUT (or ./gpu-out):
-# <test>.xml per test binary, bench.json, and the whole log. Exits non-zero if any test fails.
+# <test>.xml per test binary, bench.json, and the whole log. Exits non-zero if any test fails or
+# covflow-bench does (no usable device, or a row whose result disagrees with the vendor's).
 #   usage: .gpu/run [--quick] [--tests-only] [--bench-only] [--filter=GTEST_FILTER] [extra covflow-bench args...]
 # Each binary runs under a time limit (COVFLOW_TEST_TIMEOUT, COVFLOW_BENCH_TIMEOUT seconds) so a
 # hung kernel is reported as a failure instead of eating the whole lease.
 set -uo pipefail
+# This host has a GPU: a GPU test that finds none fails instead of skipping, and covflow-bench
+# refuses to run on the CPU alone, so a broken driver or bundle cannot pass as a clean run.
+export COVFLOW_REQUIRE_GPU=1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/env.sh"
 out=${OUT:-gpu-out}

@@ -373,7 +373,7 @@ TYPED_TEST(CholupdateGpu, ProductFormRefusesBadInputAndThePipelineReportsIt) {
 // the apply that runs under it starts only once every solve block has begun. Reconstruction by
 // probes, 10·n·ε; the strict upper triangle untouched.
 TEST(CholupdateGpuLarge, TwentyThousandUpdateOnTheTensorCorePath) {
-  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec exec = Exec::cuda();
   std::mt19937_64 rng(test::fresh_seed("cholupdate gpu n=20000"));
   const int n = 20000, k = 16;
@@ -390,7 +390,7 @@ TEST(CholupdateGpuLarge, TwentyThousandUpdateOnTheTensorCorePath) {
 // The adaptive-filter shape of the benchmark: 4096 cells of 64×64 complex double, k = 4; a sample
 // of cells checked.
 TEST(CholupdateGpuBatch, FourThousandCellsUpdateThenDowndate) {
-  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec& exec = test::GpuTest::gpu();
   std::mt19937_64 rng(test::fresh_seed("cholupdate gpu 4096 cells"));
   const CholCase<cf64> c = test::make_downdate_case<cf64>(64, 4, 4096, rng);
@@ -410,7 +410,7 @@ TEST(CholupdateGpuBatch, FourThousandCellsUpdateThenDowndate) {
 // put back bit for bit. Per matrix, b = ⌈n/64⌉ row blocks: O(n·k), the segment sums (k·64 elements
 // per row block and segment of 8 tiles), one 64² M_J per row block and the b(b+1)/2 tiles.
 TEST(CholupdateGpuWorkspace, RealDoubleTensorCorePathAddsOneCopyOfTheLowerTiles) {
-  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec exec = Exec::cuda();
   std::mt19937_64 rng(test::fresh_seed("cholupdate gpu workspace tc"));
   for (int n : {300, 2000}) {
@@ -434,7 +434,7 @@ TEST(CholupdateGpuWorkspace, RealDoubleTensorCorePathAddsOneCopyOfTheLowerTiles)
 }
 
 TEST(CholupdateGpuWorkspace, ReservedOnceNeverGrowsAndIsNeverACopyOfTheFactor) {
-  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec exec = Exec::cuda();
   std::mt19937_64 rng(test::fresh_seed("cholupdate gpu workspace"));
   for (int n : {64, 300, 2000}) {
@@ -444,7 +444,9 @@ TEST(CholupdateGpuWorkspace, ReservedOnceNeverGrowsAndIsNeverACopyOfTheFactor) {
     // block row of rounding. Never a copy of the factor: at n = 2000 under a sixteenth of it.
     const std::size_t per_matrix = 3 * std::size_t(n) * 16 + std::size_t(n) * n * 16 / 4096 + 64 * 16 * 64;
     EXPECT_LE(bytes, 2 * (sizeof(cf64) * per_matrix + 4096)) << "n=" << n;
-    if (n >= 2000) EXPECT_LT(bytes, 2 * sizeof(cf64) * std::size_t(n) * n / 16) << "n=" << n;
+    if (n >= 2000) {
+      EXPECT_LT(bytes, 2 * sizeof(cf64) * std::size_t(n) * n / 16) << "n=" << n;
+    }
     exec.workspace().reserve(bytes);
     const std::size_t growth = exec.workspace().growth_count();
     const CholCase<cf64> c = test::make_update_case<cf64>(FactorKind::random, n, 16, 2, rng);

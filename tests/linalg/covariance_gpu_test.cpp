@@ -83,7 +83,7 @@ TYPED_TEST(CovarianceGpu, AgreesWithCpuBackend) {
 }
 
 TEST(CovarianceGpuErrors, WrongMemorySpaceIsNamed) {
-  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec& exec = test::GpuTest::gpu();
   std::vector<cf64> host_x(4 * 8), host_r(16);
   try {

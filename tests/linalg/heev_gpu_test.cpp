@@ -193,7 +193,7 @@ TYPED_TEST(HeevGpu, NonFiniteMatrixIsIsolated) {
 }
 
 TEST(HeevGpuWorkspace, ReservedOnceNeverGrowsAndStaysUnderTwiceTheInput) {
-  if (!test::device_probe().available()) GTEST_SKIP() << test::device_probe().reason;
+  COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec exec = Exec::cuda();
   std::mt19937_64 rng(test::fresh_seed("heev gpu workspace"));
   for (int n : {64, 128, 256}) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 namespace covflow::test {
 
@@ -24,9 +25,16 @@ const linalg::DeviceProbe& device_probe() {
   return probe;
 }
 
-void GpuTest::SetUp() {
-  if (!device_probe().available()) GTEST_SKIP() << device_probe().reason;
+bool gpu_required() {
+  const char* value = std::getenv("COVFLOW_REQUIRE_GPU");
+  return value != nullptr && *value != '\0' && std::string_view(value) != "0";
 }
+
+std::string gpu_required_message(const std::string& reason) {
+  return reason + " (COVFLOW_REQUIRE_GPU is set: a GPU test that cannot run fails instead of skipping)";
+}
+
+void GpuTest::SetUp() { COVFLOW_SKIP_WITHOUT_DEVICE(); }
 
 linalg::Exec& GpuTest::gpu() {
   static std::unique_ptr<linalg::Exec> shared;

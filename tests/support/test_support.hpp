@@ -1,5 +1,6 @@
 // Shared test helpers: printed seeds, random inputs, norms, and the fixture that skips GPU tests
-// (with the reason) on a host without a CUDA device.
+// (with the reason) on a host without a CUDA device — or fails them, where COVFLOW_REQUIRE_GPU
+// says a device must be there.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -47,8 +48,35 @@ template <class T> T poison() {
 // The device probe, taken once per process.
 const linalg::DeviceProbe& device_probe();
 
-// Base fixture for *_gpu_test binaries: skips with the probe's reason when no CUDA device exists,
-// and otherwise offers one CUDA Exec shared by the whole binary.
+// True when the environment variable COVFLOW_REQUIRE_GPU is set to anything but "" or "0". The GPU
+// host's runs set it: there a GPU test that finds no device has not tested anything, and must not
+// pass as skipped.
+bool gpu_required();
+
+// The failure message for a GPU test that cannot run, under gpu_required(): `reason`, and why
+// that is a failure rather than a skip.
+std::string gpu_required_message(const std::string& reason);
+
+// Ends the calling test body (or fixture SetUp) of a GPU test that cannot run for `reason`: a skip
+// with that reason, or, under COVFLOW_REQUIRE_GPU, a fatal failure with the same reason. The
+// switch keeps a caller's `else` from binding to the macro's own `if` (GoogleTest's own guard).
+#define COVFLOW_SKIP_GPU_TEST(reason)                                                             \
+  switch (0)                                                                                      \
+  case 0:                                                                                         \
+  default:                                                                                        \
+    if (::covflow::test::gpu_required()) GTEST_FAIL() << ::covflow::test::gpu_required_message(reason); \
+    else GTEST_SKIP() << (reason)
+
+// COVFLOW_SKIP_GPU_TEST with the probe's reason when this host has no CUDA device; nothing when it
+// has one. For GPU tests that do not derive from GpuTest.
+#define COVFLOW_SKIP_WITHOUT_DEVICE()                          \
+  if (::covflow::test::device_probe().available()) {          \
+  } else                                                       \
+    COVFLOW_SKIP_GPU_TEST(::covflow::test::device_probe().reason)
+
+// Base fixture for *_gpu_test binaries: skips with the probe's reason when no CUDA device exists
+// (fails instead under COVFLOW_REQUIRE_GPU), and otherwise offers one CUDA Exec shared by the
+// whole binary.
 class GpuTest : public ::testing::Test {
  public:
   // The shared CUDA Exec; call only after SetUp decided not to skip.
