@@ -26,7 +26,7 @@ struct StatsRequest {
   std::int64_t timeout_ms = 5000;                  // longest wait for a report before giving up
   bool json = false;                               // print each report's JSON, one per line
   bool live = false;                               // redraw in place (a terminal) instead of appending
-  CurveClient curve;
+  CurveClient curve{};
 };
 
 struct CtlRequest {
@@ -35,7 +35,7 @@ struct CtlRequest {
   // 0: long enough for the command — a reload drains the frames in flight, rebuilds and warms the
   // chain, and covflowd itself gives up on it after 60 s: 70 s for reload, 5 s for the others.
   std::int64_t timeout_ms = 0;
-  CurveClient curve;
+  CurveClient curve{};
 };
 
 // The wait `covflow ctl` uses for a request (CtlRequest::timeout_ms, resolved).

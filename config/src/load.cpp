@@ -164,7 +164,7 @@ class Loader {
            fmt::format("expected a mapping of {} (got {})", fmt::join(detail::children(path), ", "), got(node)));
     std::map<std::string, int> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& name_node = it->first;
+      const YAML::Node name_node = it->first;  // a copy: `*it` is a temporary
       const std::string where = origin.where(mark_of(name_node, key_mark));
       if (!name_node.IsScalar()) fail(where, label, fmt::format("expected a key name (got {})", got(name_node)));
       const std::string& name = name_node.Scalar();

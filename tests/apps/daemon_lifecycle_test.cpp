@@ -126,11 +126,15 @@ TEST(DaemonLifecycle, AStopSignalWhileAControlReloadWaitsEndsPromptly) {
 
 TEST(DaemonLifecycle, ASecondStopSignalEndsALongDrainAtOnce) {
   ScratchDir dir;
-  // Frames that take the CPU backend a good while each (heev of 96 × 96 in 64 cells), a blocking
-  // queue of 8 that fills: draining it would take seconds.
-  auto s = daemon_setup(dir, "scenario:\n  elements: 96\n  cells: 64\n  snapshots: 192\n  frame_rate_hz: 1000\n"
-                             "pipeline:\n  budget_ms: 60000\n  queue_depth: 8\n  overflow: block\n  stages:\n"
-                             "    adaptive:\n      enabled: false\n");
+  // Frames the CPU backend takes a good while each (heev of 128 × 128 in 64 cells), replayed as
+  // fast as they are taken into a blocking queue of 8: the queue is full of them, a drain would take
+  // seconds.
+  const std::string synth = std::string(COVFLOW_CLI) + " synth -o " + (dir / "heavy.cvf").string() +
+                            " -n 16 --set scenario.elements=128 --set scenario.cells=64 --set scenario.snapshots=160";
+  ASSERT_EQ(std::system((synth + " >/dev/null 2>&1").c_str()), 0);
+  auto s = daemon_setup(dir, "ingest:\n  source: file\n  file:\n    path: " + (dir / "heavy.cvf").string() +
+                                 "\n    pace: fast\npipeline:\n  budget_ms: 60000\n  queue_depth: 8\n  overflow: block\n"
+                                 "  stages:\n    adaptive:\n      enabled: false\n");
   zmq::context_t context;
   Child daemon({COVFLOWD, "--config", s.paths.config.string()}, s.paths.out, s.paths.err);
   ASSERT_FALSE(wait_until_up(context, daemon, s.paths).is_null());
@@ -258,8 +262,8 @@ TEST(DaemonLifecycle, ACurveSecuredDaemonIsControlledByAdmittedClientsAlone) {
   const std::string ctl = covflow + " ctl status --connect " + s.paths.control + " --curve-server-key " +
                           (dir / "daemon.public").string() + " >/dev/null 2>&1";
   int admitted = -1;
-  for (int attempt = 0; attempt < 100 && admitted != 0; ++attempt) {  // until the daemon is up
-    admitted = shell(ctl + " --curve-client-key " + (dir / "ops.secret").string());
+  for (int attempt = 0; attempt < 30 && admitted != 0; ++attempt) {  // until the daemon is up
+    admitted = shell(ctl + " --timeout-ms 2000 --curve-client-key " + (dir / "ops.secret").string());
     if (admitted != 0) std::this_thread::sleep_for(100ms);
   }
   EXPECT_EQ(admitted, 0) << slurp_file(s.paths.err);

@@ -73,7 +73,13 @@ TEST(Overload, DropOldestAccountsForEveryFrameAndMemoryStaysFlat) {
   EXPECT_TRUE(r.pool_all_free);
   // Nothing per frame may stay behind: allow 1 MiB for allocator and logger noise (a leak of
   // one 768-byte payload per frame would be ~1.5 MiB here, per FrameSlot several times that).
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed blocks in quarantine, so resident memory grows by design; its
+  // leak checker, at exit, is the check there.
+  (void)r.rss_warm;
+#else
   EXPECT_LT(r.rss_end, r.rss_warm + (std::size_t(1) << 20)) << "warm " << r.rss_warm << " end " << r.rss_end;
+#endif
 }
 
 TEST(Overload, RejectNewestAccountsForEveryFrame) {
