@@ -1,4 +1,4 @@
-// covflow-bench cholupdate: rank-k Cholesky update/downdate (issue 6).
+// covflow-bench cholupdate: rank-k Cholesky update/downdate.
 //   covflow           linalg::cholupdate on the CUDA backend
 //   xpotrf-refactor   one large factor: A ± VVᴴ formed with cublasDsyrk on a copy of A, then
 //                     cusolverDnXpotrf — refactoring, what the update replaces (A kept on the

@@ -1,7 +1,7 @@
-// covflow-bench heev-chase: §3's QR iteration alone (tridiagonal_qr.hpp), on random symmetric
-// tridiagonals, one warp per matrix, for each arithmetic policy of the sweep step. Prints time and
-// clock cycles per rotation of the slowest matrix. It decided heev's time for n ≥ 64 until the
-// divide and conquer (2026-11-22); heev now runs this iteration for n ≤ 32 and on the leaves.
+// covflow-bench heev-chase: the shifted QR iteration alone (Cosnuau 2014, §3; tridiagonal_qr.hpp),
+// on random symmetric tridiagonals, one warp per matrix, for each arithmetic policy of the sweep
+// step. Prints time and clock cycles per rotation of the slowest matrix. heev runs this iteration
+// for n ≤ 32 and on the leaves of its divide and conquer.
 #include <algorithm>
 #include <random>
 #include <vector>

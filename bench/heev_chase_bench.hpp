@@ -6,8 +6,8 @@
 
 namespace covflow::bench {
 
-// Times §3's QR iteration alone for each arithmetic policy (CUDA builds only): a diagnostic that
-// chose the policy heev uses, kept so the choice can be re-measured on other GPUs.
+// Times the QR iteration of Cosnuau 2014, §3, alone for each arithmetic policy (CUDA builds only):
+// the diagnostic that chooses the policy heev uses, so the choice can be re-measured on other GPUs.
 void run_heev_chase_bench(const Settings& settings);
 
 // heev_chase_kernels.cu

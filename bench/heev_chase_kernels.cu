@@ -1,6 +1,6 @@
-// Kernels of covflow-bench heev-chase: §3's QR iteration (tridiagonal_qr.hpp; heev runs it for
-// n ≤ 32 and on the divide and conquer's leaves) alone, one warp per matrix, for each
-// arithmetic policy of the sweep step.
+// Kernels of covflow-bench heev-chase: the QR iteration of Cosnuau 2014, §3 (tridiagonal_qr.hpp;
+// heev runs it for n ≤ 32 and on the divide and conquer's leaves) alone, one warp per matrix, for
+// each arithmetic policy of the sweep step.
 #include <cuda_runtime.h>
 
 #include "../linalg/heev/tridiagonal_qr.hpp"

@@ -1,5 +1,5 @@
-// covflow: the command-line tool. Subcommands are added by the issues that build them; this file
-// only parses arguments and wires modules (exit codes: apps/common/exit_codes.hpp, docs/cli.md).
+// covflow: the command-line tool. This file only parses arguments and wires modules (exit codes:
+// apps/common/exit_codes.hpp, docs/cli.md).
 #include <atomic>
 #include <chrono>
 #include <csignal>

@@ -1,7 +1,7 @@
-// cholupdate on the CPU: LINPACK dchud's column order (shared/papers/rank-k-cholesky-update-gpu.txt
-// §2, CholeskyModifyB: the rotations of column j are made from L(j, j) and V's row j, then applied
-// to the rows below); plane rotations for updates (dchud's own), the hyperbolic form of the
-// paper's Algorithm 1 for downdates.
+// cholupdate on the CPU: LINPACK dchud's column order (C. Walder, "Rank k Cholesky Up/Down-dating on
+// the GPU: gpucholmodV0.2", 2010, §2, CholeskyModifyB: the rotations of column j are made from
+// L(j, j) and V's row j, then applied to the rows below); plane rotations for updates (dchud's
+// own), the hyperbolic form of the paper's Algorithm 1 for downdates.
 //
 // Per column j the k rotations come from prefix sums of the diagonal,
 //   α₋₁ = L(j, j),   α_p² = α_{p−1}² + σ|w_jp|².

@@ -1,4 +1,5 @@
-// cholupdate on the GPU, after shared/papers/rank-k-cholesky-update-gpu.txt.
+// cholupdate on the GPU, after C. Walder, "Rank k Cholesky Up/Down-dating on the GPU: gpucholmodV0.2"
+// (2010).
 //
 // The arithmetic is the CPU path's (cholupdate_cpu.cpp): column j's k rotations generated together
 // from prefix sums of the diagonal, α₋₁ = L(j, j), α_p² = α_{p−1}² + σ|w_jp|². Downdates use
@@ -33,8 +34,7 @@
 //          n ≳ 160) the block sweeps twice instead: a probe that stores nothing, then — only if
 //          the probe succeeded — the same sweep storing into L (identical arithmetic). Updates
 //          skip both: the inputs that can make an update fail are checked first and one sweep
-//          writes L in place (no shared copy: more blocks per SM; 4096 × 64×64 cf64, k = 4 went
-//          from 0.59 to 0.39 ms on the H100).
+//          writes L in place (no shared copy: more blocks per SM).
 //
 // n > 256  the whole factor on the GPU in two kernels, no launch per column and no host panels
 //          (the paper's CPU/GPU split of §4 is replaced by a device-side dependency counter):
@@ -61,9 +61,10 @@
 //          the rest is parallel over columns and rows. Three kernels (trsm_kernel, column_kernel,
 //          apply_kernel, on 64×64 tiles); a guard decided per matrix on the device (W, m_j, z_j
 //          finite, diagonal positive, 1 + ‖W‖²_F ≤ 0.01/ε, and ρ = max_r Σ_i |L(r, i)|‖w_i‖₁ /
-//          ‖L̃(r, :)‖ ≤ n) lets apply_kernel write L̃ and mark the matrix done, or write nothing. Both pipeline_kernel launches follow unchanged and return at once for
-//          matrices that are done, so the rejected ones (NaN, a bad diagonal, an ill-conditioned
-//          W) get the rotations and their diagnostics exactly as before. Downdates, k > 16 and
+//          ‖L̃(r, :)‖ ≤ n) lets apply_kernel write L̃ and mark the matrix done, or write nothing.
+//          Both pipeline_kernel launches follow unchanged and return at once for matrices that are
+//          done, so the rejected ones (NaN, a bad diagonal, an ill-conditioned W) get the rotations
+//          and their diagnostics exactly as if the product form had not run. Downdates, k > 16 and
 //          n < 16k take the pipeline alone. The product path's buffers share the per-matrix
 //          workspace with the pipeline's parameters (stream order: the pipeline only writes there
 //          after the product kernels are done): O(n·k) per matrix plus the apply's segment sums,
@@ -291,7 +292,7 @@ __global__ void __launch_bounds__(kSmallMaxN) small_kernel(D* l_all, long long l
     }
     // Software pipelining: thread i loads L(i, j + 1) while column j is processed, so neither the
     // diagonal owner nor the rows below wait a global-memory latency on every column (64 such
-    // waits of ~1 µs each dominated the 64×64 batch; commit e4e14d1 ran it in 0.86 ms).
+    // waits of ~1 µs each would dominate the 64×64 batch).
     D next = from_real<D>(sreal_t<D>(0));
     if (row) next = L[i];  // L(i, 0)
     for (int j = 0; j < n; ++j) {
@@ -330,15 +331,14 @@ __global__ void __launch_bounds__(kSmallMaxN) small_kernel(D* l_all, long long l
 // ---- updates, n ≤ 128 and k small: one warp per matrix ---------------------------------------
 
 constexpr int kWarpMatrices = 4;  // matrices (warps) per block
-// Columns of L staged ahead in shared memory per warp: a load issued one column ahead still
-// waited on memory every column (the whole batch is in flight: 4096 × 33 KB of triangles, 2.7×
+// Columns of L staged ahead in shared memory per warp: a load issued only one column ahead would
+// still wait on memory every column (the whole batch is in flight: 4096 × 33 KB of triangles, 2.7×
 // the L2). 4 × 64 rows of complex double is 4 KB per warp.
 template <int S> constexpr int warp_ring() { return S <= 2 ? 4 : 2; }
 
 // Whether an element is finite, from the 32-bit words that hold its exponents (a complex double
 // is read as one 16-byte load: its two exponent words are not adjacent, and two 4-byte loads cost
-// the batch more issue slots than the two registers they save; H100, 4096 × 64×64, k = 4:
-// 0.2390 → 0.2326 ms).
+// the batch more issue slots than the two registers they save).
 template <class D>
 __device__ inline bool exponents_finite(const D* element) {
   const auto* words = reinterpret_cast<const unsigned*>(element);
@@ -362,9 +362,10 @@ template <class R> __device__ inline Cx<R> shfl_idx(Cx<R> x, int lane) { return 
 // (the make_rotations arithmetic, spread out): the owner's row of W and its diagonal are
 // broadcast, the prefix sums α_p² = α² + Σ_{q≤p} |w_jq|² come from a shuffle scan over lanes
 // 0 … K−1, and with ρ_p = 1/α_p (one reciprocal square root per lane, ρ₋₁ = 1/α)
-// c_p = α_{p−1}/α_p = α_{p−1}²·ρ_{p−1}·ρ_p and s_p = w_jp·ρ_p — no division. One lane making all k rotations (k
-// dependent square roots and 2k divisions, issued for the whole warp with one lane active) was
-// the larger part of the batch's time. Lane k−1 writes the new diagonal α_{k−1} to `diagonal`.
+// c_p = α_{p−1}/α_p = α_{p−1}²·ρ_{p−1}·ρ_p and s_p = w_jp·ρ_p — no division. Made by one lane, the
+// k rotations (k dependent square roots and 2k divisions, issued for the whole warp with one lane
+// active) would be the larger part of the batch's time. Lane k−1 writes the new diagonal α_{k−1}
+// to `diagonal`.
 // `column` is column j in the warp's ring (the lane's row s at column[s·32 + lane]).
 // Returns false (on every lane) when some α_p² is not a positive finite number: inputs are
 // checked before the sweep, so only an overflow gets here; the failed rotations become the
@@ -435,8 +436,7 @@ __device__ bool warp_rotations(const D (&w)[S][K], const D* column, int j, int k
 // per column, at most 32 resident blocks per SM): no block barrier, and the whole batch of 4096
 // in flight at once (64 registers, 8 blocks of 4 warps per SM). Inputs are checked first (as
 // small_kernel's direct mode), so L is untouched when one is not finite or a diagonal is not
-// positive. H100, 4096 × 64×64 cf64, k = 4: 0.388 ms (small_kernel) → 0.328 (this kernel, one
-// lane making the rotations) → 0.297 (the warp making them) → see docs/performance.md.
+// positive. Its timings against small_kernel are in docs/performance.md.
 template <class D, int K, int S>
 __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l_all, long long ldl, long long stride_l,
                                                                         const D* v_all, long long ldv,
@@ -457,9 +457,8 @@ __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l
 
   bool finite = true;
   int fail = n;
-  // The check, column by column (coalesced), four columns of loads in flight: unrolled by eight
-  // it made the kernel spill (ptxas: 48 → 16 bytes of spill loads; 0.2412 → 0.2390 ms at
-  // 4096 × 64×64 complex double, k = 4). The diagonal is read whole.
+  // The check, column by column (coalesced), four columns of loads in flight (eight make the kernel
+  // spill). The diagonal is read whole.
 #pragma unroll
   for (int s = 0; s < S; ++s) {
     const int i = lane + 32 * s;
@@ -668,7 +667,7 @@ void with_rank(int k, F&& body) {
 // A rotation pipeline launch. After the product path (`dependent`), as a programmatic dependent of
 // the kernel before it: where the product path committed the matrix both launches return at once,
 // and this way their launch overlaps the apply's last blocks instead of following its end
-// (pipeline_kernel waits for its predecessor before it reads anything): 2–3 µs of the n = 5000,
+// (pipeline_kernel waits for its predecessor before it reads anything), a few µs of the n = 5000,
 // k = 16 update. Elsewhere (downdates: the pipeline does the work) a plain launch, so that the
 // Commit launch's blocks do not sit on SMs while the first pass runs.
 template <class Kernel, class... Args>

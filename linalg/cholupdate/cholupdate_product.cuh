@@ -1,10 +1,10 @@
-// Internal to cholupdate_cuda.cu: the product form of a rank-k UPDATE for n > 256 (issue 6).
+// Internal to cholupdate_cuda.cu: the product form of a rank-k UPDATE for n > 256.
 //
 // A + VVᴴ = L (I + WWᴴ) Lᴴ with W = L⁻¹V (n×k), so L̃ = L·M where M is the lower Cholesky factor
-// of I + WWᴴ. That factor has a closed form — Gill, Golub, Murray & Saunders (1974), method C1,
-// generalised from a rank-one to a rank-k modification; written here from the lead's derivation
-// (notes/chol-structured.md), not from the paper of rank-k-cholesky-update-gpu.txt. With w_i the
-// i-th row of W (1×k):
+// of I + WWᴴ. That factor has a closed form — P. E. Gill, G. H. Golub, W. Murray & M. A. Saunders,
+// "Methods for modifying matrix factorizations" (Math. Comp. 28, 1974), method C1, generalised here
+// from a rank-one to a rank-k modification (it is not in Walder 2010, whose rotations the rest of
+// cholupdate follows). With w_i the i-th row of W (1×k):
 //   G_j = I_k + Σ_{i<j} w_iᴴ w_i,   y_j = G_j⁻¹ w_jᴴ,   m_j = sqrt(1 + w_j y_j),   z_j = y_j / m_j,
 //   M(j, j) = m_j,   M(i, j) = w_i z_j  (i > j),
 // and since M is diagonal plus semiseparable,
@@ -13,10 +13,10 @@
 // which is why this beats the rotations' n·k sequential steps (§3/§4 of the paper's pipeline) for
 // large n. It is used only where it is accurate: updates (no hyperbolic rotations to keep stable:
 // downdates stay on §2's algorithm), k ≤ 16 and n ≥ 16k (with k ≈ n the closed form loses ~1e6 n·ε
-// on graded factors, numpy study in notes/st.py), and — checked on the device, per matrix — only
-// when W, every m_j and z_j are finite, the diagonal is finite and positive, and
-// τ = 1 + ‖W‖²_F ≤ 0.01/ε (a bound on κ(G_j)). A matrix that fails the guard is not written; the
-// rotation pipeline then runs on it as before and reports what it finds (NaN, a bad diagonal).
+// on graded factors), and — checked on the device, per matrix — only when W, every m_j and z_j are
+// finite, the diagonal is finite and positive, and τ = 1 + ‖W‖²_F ≤ 0.01/ε (a bound on κ(G_j)). A
+// matrix that fails the guard is not written; the rotation pipeline then runs on it unchanged and
+// reports what it finds (NaN, a bad diagonal).
 //
 // The factor is cut into 64×64 tiles: row block R, column block J ≤ R. Three kernels, one matrix
 // per grid.y:
@@ -68,9 +68,9 @@ constexpr int kTileQuarter = kTrsmBlock / 4;  // trsm accumulation: columns of a
 constexpr int kColumnWarps = 8;    // column_kernel: columns per block, one warp each
 // Apply: column blocks one block sweeps (ProductBuffers::segment_tiles). The tensor-core path's
 // apply runs under the solve (cholupdate_product_tc.cuh), and what is left when the chain ends is
-// the last row blocks' segments, each a sequence of tiles on one SM: with 8 tiles the n = 5000,
-// k = 16 update took 0.312–0.313 ms on the H100, with 6 0.314–0.316 and with 12 0.318 (2026-11-25,
-// same run). The other paths keep 16, which the workspace bound of the tests assumes.
+// the last row blocks' segments, each a sequence of tiles on one SM, so shorter segments finish
+// sooner; 8 tiles is the fastest of the lengths compared in docs/performance.md. The other paths
+// keep 16, which the workspace bound of the tests assumes.
 constexpr int kSegmentTiles = 16;
 constexpr int kSegmentTilesTc = 8;
 
@@ -104,10 +104,10 @@ struct ProductStatus {
 // The guard on ρ. Both sources of error in L̃(r, :) — the triangular solve's backward error in W
 // (it updates by V − δL·W instead of V, |δL| ≤ nε|L|) and the cancellation in S_j(r)·z_j — are
 // bounded by ε times s(r) = Σ_i |L(r, i)|·‖w_i‖₁, against a row of size ‖L̃(r, :)‖ =
-// (A(r, r) + ‖v_r‖²)^½. In a numpy model of this path the reconstruction error was about 0.4·ρ·ε:
+// (A(r, r) + ‖v_r‖²)^½. In a numpy model of this path the reconstruction error is about 0.4·ρ·ε:
 // ρ ≈ 0.1–0.6 on random factors and 4–10 on graded ones (κ up to 1e12), but 1e6 with one diagonal
-// entry of 1e-9 above normal-sized entries — 2000 n·ε and worse, though τ = 1 + ‖W‖²_F was only
-// 4e14, near the τ guard. The product form commits only where ρ ≤ n, i.e. an error ≲ 0.4 n·ε.
+// entry of 1e-9 above normal-sized entries — 2000 n·ε and worse, though τ = 1 + ‖W‖²_F is only
+// 4e14 there, near the τ guard. The product form commits only where ρ ≤ n, i.e. an error ≲ 0.4 n·ε.
 constexpr double kRhoLimitPerN = 1.0;
 
 constexpr bool product_rank(int K) { return K == 1 || K == 4 || K == 16; }
@@ -686,10 +686,8 @@ __device__ inline bool product_commits(ProductStatus& status, int n, double tau_
 // column blocks) of its row block, none when `empty` (past the last segment). Blocks are numbered
 // longest first, so the hardware, starting blocks in that order as SMs free up, schedules the
 // longest job first: all full segments (by segment, row blocks from the last), then the partial
-// ones, S − 1 tiles down to 1. (Measured on the tensor-core apply when it still ran after the solve,
-// session 10: one block per SM taking segments from a counter, the next segment's first tile
-// loading during the last tile of the one before, was slower, 0.129 against 0.102 ms at n = 5000.
-// That apply now runs under the solve and takes its segments in row-block order instead.)
+// ones, S − 1 tiles down to 1. (The tensor-core apply runs under the solve and takes its segments
+// in row-block order instead.)
 struct ApplyTiles {
   int row_block, segment, top, bottom;
   bool empty;

@@ -6,10 +6,10 @@
 // Same mathematics as trsm_kernel + column_kernel (cholupdate_product.cuh); the workspace adds M_J
 // per row block, the ready counts and a copy of the factor's lower tiles. Row blocks J of 64 rows
 // taken by ticket, X = L_JJ⁻¹, Y = X·L_{J,J−1}, and the chain W_J = X·(V_J − Σ_{I<J} L_JI W_I).
-// What differs is where the chain's time goes. On the H100 the SIMT version spent 4.9 µs per row block (n = 5000, k = 16): 3.5 µs in the 64×64 by 64×16
-// product Y·W_{J−1} (every thread reading all of W_{J−1} from shared memory: bound by shared
-// memory bandwidth) and, on the next block, 3.4 + 1.6 µs accumulating L_{J,J−2}W_{J−2} and forming
-// X·R after W_{J−2} arrived. Here:
+// What differs is where the chain's time goes. The SIMT version spends about 5 µs per row block on
+// an H100 (n = 5000, k = 16), most of it in the 64×64 by 64×16 product Y·W_{J−1} (every thread
+// reading all of W_{J−1} from shared memory: bound by shared memory bandwidth) and, on the next
+// block, in accumulating L_{J,J−2}W_{J−2} and forming X·R after W_{J−2} arrives. Here:
 //   * every 64×64 by 64×16 product is 32 DMMAs per warp, each lane holding one element of A and
 //     one of B per instruction (no lane reads all of W);
 //   * one more block of lookahead: Z = X·L_{J,J−2} is formed at the start, so R = V_J −
@@ -40,10 +40,9 @@ constexpr int kTcRhsLd = 20;   // row stride of R (64×16) in shared memory
 constexpr int kTcThreads = 256;
 // The column parameters and M_J of every row block are made by kColumnWorkers extra blocks of the
 // same grid, each taking a quarter of a row block (16 columns: one round of its 16 half-warps) at a
-// time. Done by the row block itself (64 columns, four rounds) they took 40–65 µs after its W, which
-// held both its SM and its M_J from the apply running under the solve (H100, n = 5000, k = 16,
-// segments of 12: the first apply tile began at 96 µs instead of 31, and the call took 0.345 ms
-// instead of 0.318; with 24, 32, 48 and 64 workers 0.319, 0.318, 0.337 and 0.355 ms).
+// time. Done by the row block itself (64 columns, four rounds) they would take tens of µs after its
+// W, holding both its SM and its M_J from the apply running under the solve. More workers than 32
+// hold SMs the apply needs (the counts compared are in docs/performance.md).
 constexpr int kColumnWorkers = 32;
 
 constexpr std::size_t tc_shared_bytes() {
@@ -346,9 +345,9 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   //    thread (block a, column j, q) keeps rows i ≡ q (mod 4) of column j of D_a in registers; once
   //    X(l, j) is known it is shuffled to the column's four threads, which subtract L(i, l)·X(l, j)
   //    from their rows below l. (b) Below them, block row by block row on the tensor cores:
-  //    X_ab = −D_a·Σ_{c=b}^{a−1} L_ac X_cb (the blocks of X_cb are from earlier rows). The 64-step
-  //    right-looking loop over the whole tile took 10 µs at the start of every row block (one
-  //    shared-memory load per multiply-add); the row-by-row dot products before it, 28 µs.
+  //    X_ab = −D_a·Σ_{c=b}^{a−1} L_ac X_cb (the blocks of X_cb are from earlier rows). A 64-step
+  //    right-looking loop over the whole tile would cost one shared-memory load per multiply-add at
+  //    the start of every row block.
   {
     const int a = t / 64, j = (t % 64) >> 2, q = t & 3, o = 16 * a;
     double x[4];
@@ -508,7 +507,7 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   commit_async();
   for (int I = 0; I <= last; ++I) {
     // One thread per block waits here (the chain's waits below are per warp): every block but the
-    // chain's next few spins on the newest W, and 8 spinners per block slowed the counter's writers.
+    // chain's next few spins on the newest W, and 8 spinners per block slow the counter's writers.
     if (t == 0) wait_at_least(&status.progress, kWarps * (I + 1));
     wait_async<1>();
     __syncthreads();
@@ -526,7 +525,7 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
   //    into all eight, so that the chain's 16 products are two deep, not eight (a DMMA's result
   //    is ready only a few hundred cycles later). Every index into tc is a constant — the loop
   //    over X's nonzero k-steps is unrolled with a test rather than bounded by 4mg + 4 — or ptxas
-  //    puts tc in local memory (a stack frame), which cost 15 µs of the solve at n = 5000.
+  //    puts tc in local memory (a stack frame), which slows the solve.
   double tc[8][2][2] = {};
 #pragma unroll
   for (int ks = 0; ks < 16; ++ks) {
@@ -579,8 +578,8 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
     progress.fetch_add(1, ::cuda::memory_order_release);
     if (J == blocks - 1) atomicMax(&status.clock[kLastW], clock_ns());
   }
-  // The tiles step 7 needs (J−2, J−1 and the diagonal), loading during the gram step. (Issued
-  // before the chain step instead, they delayed the accumulation the chain waits on.)
+  // The tiles step 7 needs (J−2, J−1 and the diagonal), loading during the gram step: issued
+  // before the chain step, they would delay the accumulation the chain waits on.
   for (int I = J - 2 > 0 ? J - 2 : 0; I <= J; ++I) issue_tile(tile(I - J + 2), L, ldl, r0, I * B, n, I == J, aligned);
   commit_async();
   __syncthreads();  // w_own complete
@@ -649,8 +648,8 @@ __global__ void __launch_bounds__(kTcThreads) trsm_tc_kernel(const double* l_all
 // holds a tile of L, M_J, W_J and Z_J (rows past n zero), filled by cp.async while the previous
 // stage is multiplied. 16 warps: warp (mg, nq) makes rows 16mg…, output columns 16nq…, and warps
 // nq = 0, 1 carry columns 8nq… of the carry; it goes through shared memory once per tile to become
-// an A operand. (With 8 warps, each making 32 output columns, the apply was 5% slower: a tile's
-// products are latency-bound with two warps per scheduler.)
+// an A operand. 16 warps rather than 8 (each making 32 output columns): a tile's products are
+// latency-bound with two warps per scheduler.
 //
 // Under the solve: the kernel is a programmatic dependent of trsm_tc_kernel, so its blocks start on
 // the SMs the solve leaves free and on those its row blocks free as the chain passes. A block waits

@@ -1,4 +1,5 @@
-// heev on the GPU, after shared/papers/batched-hermitian-eigen-radar.txt:
+// heev on the GPU, after A. Cosnuau, "Computation on GPU of Eigenvalues and Eigenvectors of a Large
+// Number of Small Hermitian Matrices" (Procedia Computer Science, 2014):
 //   §2.2          Householder reduction to Hermitian tridiagonal form with Hermitian reflectors
 //                 H = I − α w wᴴ (α real, w = x + e^{iθ}‖x‖e₁), one matrix-vector product per column
 //                 (p = αAw, K = (α/2)wᴴp, q = p − Kw, A ← A − wqᴴ − qwᴴ);
@@ -6,7 +7,7 @@
 //   §3            implicit Wilkinson-shifted QR/QL with deflation (tridiagonal_qr.hpp, the code the
 //                 CPU tests check against LAPACK), its plane rotations accumulated into Z — for
 //                 n > 32 on the leaves of a divide and conquer (tridiagonal_dc.hpp, Cuppen's method
-//                 as LAPACK's ?stedc does it), the improvement issue 3 allows for the eigenvectors;
+//                 as LAPACK's ?stedc does it), which shortens §3's chain for the eigenvectors;
 //   then          V = Q·S·Z, the eigenvectors of A.
 //
 // Two organisations, by size:
@@ -16,7 +17,7 @@
 //         iteration in lockstep, so each lane applies every rotation to its own row of Z the moment
 //         it is made, at no extra latency; lane c owns column c of V in the back-transform. One
 //         shift per sweep: blocks this short gain less from groups of shifts than the corner
-//         eigenvalues and the rotation broadcasts cost (measured: 2–3× slower with 4 shifts).
+//         eigenvalues and the rotation broadcasts cost (docs/performance.md).
 //         Budget (complex double, n = 32): A, Z and V with a padded leading dimension of 33,
 //         ≈ 46 KB per warp, 4 warps per block.
 //
@@ -36,8 +37,8 @@
 //      (tridiagonalize_global_kernel).
 //   2. divide and conquer on the real tridiagonal (tridiagonal_dc.hpp), for eigenvalues alone as
 //      for eigenvectors. §3's full QR chain — ~n² dependent rotations per matrix, one latency-bound
-//      warp each — was the whole heev's critical path (measured on an H100 at n = 128, complex
-//      double: QR stage 3.4 ms of 5.8); here §3's QR runs only on leaves of ≤ 16 rows
+//      warp each — would be the whole heev's critical path (more than half its time at n = 128,
+//      complex double: docs/performance.md); here §3's QR runs only on leaves of ≤ 16 rows
 //      (dc_leaf_kernel, a warp per leaf, each lane applying the rotations to its row of Z), then
 //      the tree is merged level by level (dc_merge_kernel, a block per node: deflation, secular
 //      roots, Gu–Eisenstat vectors, the product with the children's eigenvectors), Z in place.
@@ -929,7 +930,7 @@ struct GroupProduct {
 // into shared memory with the deflation's rotations applied, each thread forming kRows/kGroup
 // rows of two columns (its entries of U computed on the fly; a thread's rows are pairs spread so
 // that the group reads a contiguous run of the panel, two rows per load — the shared-memory
-// traffic per multiply-add was this kernel's bound). A panel is stored over the rows it was loaded
+// traffic per multiply-add is this kernel's bound). A panel is stored over the rows it was loaded
 // from, so the node's block of Z is updated in place.
 template <class R, int kRows, int kGroup, int kThreads>
 __global__ void __launch_bounds__(kThreads) dc_merge_kernel(int n, long long count, int level,
@@ -1222,7 +1223,7 @@ __global__ void __launch_bounds__(kMaxBackWarps * 32) back_transform_kernel(T* a
 // `sub` holding rows sub, sub + kLanes, … (kPerLane of them). Reflectors are staged kBackChunk at a
 // time at full height (zeros outside rows k+1..n−1), so every lane runs the same unrolled loops
 // with no bounds to test; shared memory carries only the reflectors, read as broadcasts (the
-// kernel above keeps V in shared memory too, and its loads and stores of V were its bound).
+// kernel above keeps V in shared memory too, and its loads and stores of V are its bound).
 // Reflectors are applied kGroupWY at a time in compact WY form (LAPACK's ?larft, forward,
 // columnwise): H_k H_{k+1} ⋯ H_{k+3} = I − W·T·Wᴴ with T upper triangular, T(a,a) = α_a and
 // T(0:a, a) = −α_a·T(0:a, 0:a)·W(:, 0:a)ᴴ w_a. A group costs one pass of four independent dot
@@ -1324,7 +1325,7 @@ __global__ void __launch_bounds__(kBackThreads, 2) back_transform_registers_kern
 #pragma unroll
       for (int a = 0; a < kGroupWY; ++a) x[a] = group_sum<kLanes>(x[a]);
       // Keeps the compiler from holding the dot pass's loads of W for the update pass (4·kPerLane
-      // values: the kernel spilled) — the update reloads them, as broadcasts.
+      // values: enough to make the kernel spill) — the update reloads them, as broadcasts.
       __syncwarp();
       T y[kGroupWY];  // T·x
 #pragma unroll
@@ -1380,10 +1381,8 @@ int choose_cluster(int n, long long count, const DeviceInfo& device) {
   }();
   if (reduction == 1) return 0;
   // A triangle that needs more than one block's shared memory streams instead, a block per matrix,
-  // once the batch is large enough to fill the GPU with such blocks. H100, complex double with
-  // vectors, stream / cluster: n = 512 batch 180 116 / 205 ms, batch 64 55 / 80, batch 32 43 / 43,
-  // batch 16 35 / 28; n = 256 batch 180 14.2 / 18.6, batch 32 6.0 / 5.7; complex float n = 512
-  // batch 180 62 / 87. At n = 128 (one block holds it) the cluster stays ahead: 1.95 / 2.21.
+  // once the batch is large enough to fill the GPU with such blocks: smaller batches, and triangles
+  // one block holds, are faster on a cluster (the crossover is measured in docs/performance.md).
   if (reduction == 0 && C >= 2 && count >= std::max(1, device.multiprocessors / 4)) return 0;
   static const int forced = [] {
     const char* text = std::getenv("COVFLOW_HEEV_CLUSTER");

@@ -1,8 +1,9 @@
 // Eigenvectors of a real symmetric tridiagonal matrix T by divide and conquer (Cuppen 1981, as
 // LAPACK's ?stedc organises it: ?laed2 deflation, ?laed4 secular equation, ?laed3 vectors), with
-// the paper's Wilkinson-shifted QR (shared/papers/batched-hermitian-eigen-radar.txt §3,
-// tridiagonal_qr.hpp) at the leaves. This is the improvement issue 3 allows over §3 for the
-// eigenvectors: §3's sweeps are a chain of ~n² dependent rotations per matrix (latency-bound on a
+// Cosnuau's Wilkinson-shifted QR ("Computation on GPU of Eigenvalues and Eigenvectors of a Large
+// Number of Small Hermitian Matrices", Procedia Computer Science, 2014, §3; tridiagonal_qr.hpp) at
+// the leaves. This replaces the paper's §3 for the eigenvectors of all but the smallest matrices:
+// §3's sweeps are a chain of ~n² dependent rotations per matrix (latency-bound on a
 // GPU: one warp per matrix), where the merges below are n independent root solves and a dense
 // product — work for a whole thread block.
 //

@@ -1,5 +1,6 @@
 // The implicit, Wilkinson-shifted QL/QR iteration on a real symmetric tridiagonal matrix, with
-// deflation — shared/papers/batched-hermitian-eigen-radar.txt §3 (3.1 the sweep, 3.2 the shift),
+// deflation — A. Cosnuau, "Computation on GPU of Eigenvalues and Eigenvectors of a Large Number of
+// Small Hermitian Matrices" (Procedia Computer Science, 2014), §3 (3.1 the sweep, 3.2 the shift),
 // organised as LAPACK's ?steqr organises it (QL or QR chosen per block by which end is larger).
 //
 // Written once for host and device: the CUDA producer thread runs exactly this code (heev_cuda.cu),

@@ -1,9 +1,9 @@
 // The adaptive stage (docs/stages.md, "adaptive"): sliding-window Cholesky factors kept current by
-// linalg::cholupdate (shared/papers/rank-k-cholesky-update-gpu.txt, Algorithm 1 and §2's
-// downdate), MVDR weights by two triangular solves, SINR and null depth against the scenario's
-// model. This file holds the window bookkeeping (the same on both paths: it depends only on the
-// frames' dimensions, so the host never waits for the device to know what to do) and the CPU
-// path; adaptive_cuda.cu holds the device kernels, which follow the same formulas
+// linalg::cholupdate (C. Walder, "Rank k Cholesky Up/Down-dating on the GPU: gpucholmodV0.2", 2010,
+// Algorithm 1 and §2's downdate), MVDR weights by two triangular solves, SINR and null depth
+// against the scenario's model. This file holds the window bookkeeping (the same on both paths: it
+// depends only on the frames' dimensions, so the host never waits for the device to know what to
+// do) and the CPU path; adaptive_cuda.cu holds the device kernels, which follow the same formulas
 // (adaptive_math.hpp).
 //
 // Per frame of K snapshots, with the window holding `filled` of at most W:

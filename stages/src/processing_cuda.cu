@@ -73,8 +73,8 @@ __global__ void window_combine_kernel(const typename complex_of<R>::type* ring, 
 // results (coalesced) and put the floored values and their logarithms in shared memory; lane 0
 // turns both into prefix sums, in the walk's order (adds only); each lane evaluates the criterion
 // for m = lane + 1, lane + 33, … and a butterfly keeps the best (smallest value, ties to the
-// larger m: the walk's choice). A thread per cell running the whole walk from global memory took
-// 136 µs for 180 cells of 128 (H100, ncu), the logarithms and loads one after another.
+// larger m: the walk's choice). A thread per cell running the whole walk from global memory would
+// do the logarithms and loads one after another.
 constexpr int kCellsPerBlock = 4;
 
 template <class R>
@@ -207,9 +207,9 @@ __device__ bool before(double qa, unsigned ia, double qb, unsigned ib) { return 
 // the block's best. Then warp w refines picks w, w + 4, … by music::refine_minimum_by (double
 // precision, r_s in shared memory), each evaluation of Q, Q' and Q'' split over the warp's lanes
 // (terms s = lane + 1, lane + 33, …) and summed by a butterfly, so every lane sees the same values
-// and takes the same Newton steps; thread 0 sorts the angles and writes the DOA row. (One thread
-// per pick, each evaluation a serial chain of N − 1 double sincos, took 790 µs for 180 cells of
-// 128 elements on the H100: most of the subspace stage after heev.)
+// and takes the same Newton steps; thread 0 sorts the angles and writes the DOA row. (With one
+// thread per pick each evaluation would be a serial chain of N − 1 double sincos, which would make
+// the refinement most of the subspace stage's time after heev.)
 // Shared memory: 2N reals of r_s plus 128 (q, index) pairs and 64 picks.
 template <class R>
 __global__ void peaks_kernel(const typename complex_of<R>::type* coeffs, const int* sources, int n, int length,

@@ -1,6 +1,6 @@
 // The subspace stage (docs/stages.md, "subspace"): heev per cell, the source count by MDL or AIC,
 // the MUSIC pseudo-spectrum through FFTs of the noise eigenvectors, and the refined DOAs. This file
-// holds the host logic and the CPU path (FFTW); subspace_cuda.cu holds the device path, which
+// holds the host logic and the CPU path (FFTW); processing_cuda.cu holds the device path, which
 // follows the same steps with the same formulas (covflow/stages/music_math.hpp).
 //
 // MUSIC through FFTs (Schmidt, "Multiple emitter location and signal parameter estimation", IEEE

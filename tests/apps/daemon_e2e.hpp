@@ -1,8 +1,8 @@
-// covflowd end to end, on real sockets, as a user runs it (issue 5's end-to-end test): start the
-// daemon, feed frames over ZeroMQ, receive results and latency reports, ask for status, reload a
-// bad and then a good configuration (SIGHUP and the control socket), run the Python example
-// client, send SIGTERM: every frame sent comes back as a result, the final report accounts for
-// each, and the exit status is 0. Shared by the CPU suite (daemon_e2e_test) and the GPU one.
+// covflowd end to end, on real sockets, as a user runs it: start the daemon, feed frames over
+// ZeroMQ, receive results and latency reports, ask for status, reload a bad and then a good
+// configuration (SIGHUP and the control socket), run the Python example client, send SIGTERM:
+// every frame sent comes back as a result, the final report accounts for each, and the exit
+// status is 0. Shared by the CPU suite (daemon_e2e_test) and the GPU one.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // Test inputs and checks for cholupdate, shared by the CPU suite (cholupdate_test.cpp) and the GPU
 // suite (cholupdate_gpu_test.cpp): factors built directly (no O(n³) factorisation, so n = 5000
-// stays cheap), update vectors, and the measures of issue 6 in units of n·ε.
+// stays cheap), update vectors, and the error measures in units of n·ε.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ enum class FactorKind {
 };
 std::string name(FactorKind kind);
 
-// Tolerance of issue 6 for the reconstruction error, in units of n·ε.
+// The required tolerance for the reconstruction error, in units of n·ε.
 inline constexpr double chol_tolerance = 10.0;
 
 template <class T>

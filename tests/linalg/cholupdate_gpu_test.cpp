@@ -277,8 +277,8 @@ TYPED_TEST(CholupdateGpu, ProductFormAgreesWithTheRotationsAndLeavesHugeWToThem)
 
 // The ρ guard: one diagonal entry of 1e-9 under normal-sized entries (double precision) makes
 // s(r) = Σ_i |L(r, i)|·‖w_i‖₁ about 1e6 times the row, while τ = 1 + ‖W‖²_F can stay under the τ
-// guard's 0.01/ε (4e14 was seen); the product form then lost 48 to 4e6 n·ε before the ρ guard. It
-// must refuse every such matrix, and the rotations must reconstruct them.
+// guard's 0.01/ε (about 4e14 here); without the ρ guard the product form loses 48 to 4e6 n·ε on
+// them. It must refuse every such matrix, and the rotations must reconstruct them.
 TYPED_TEST(CholupdateGpu, ProductFormRefusesATinyPivot) {
   using T = TypeParam;
   if constexpr (std::is_same_v<real_t<T>, float>) {
@@ -368,7 +368,7 @@ TYPED_TEST(CholupdateGpu, ProductFormRefusesBadInputAndThePipelineReportsIt) {
     }
 }
 
-// The largest single factor: n = 20000, double, k = 16 — the tensor-core product path with
+// The largest single factor required: n = 20000, double, k = 16 — the tensor-core product path with
 // a solve grid (313 row blocks and the column workers) that does not fit on the GPU at once, so
 // the apply that runs under it starts only once every solve block has begun. Reconstruction by
 // probes, 10·n·ε; the strict upper triangle untouched.

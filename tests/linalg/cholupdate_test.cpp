@@ -1,7 +1,7 @@
-// cholupdate on the CPU backend, the checks of issue 6: reconstruction
-// ‖L̃L̃ᴴ − (A ± VVᴴ)‖_F / ‖A ± VVᴴ‖_F ≤ 10·n·ε for k ∈ {1, 2, 16, 64}, n ∈ {1, 2, 17, 64, 256, 1000,
-// 5000}; update then downdate returns the original; the failing downdate leaves its factor (and
-// only it) untouched; NaN/Inf input; agreement with LAPACK potrf of A ± VVᴴ. The strict upper
+// cholupdate on the CPU backend: reconstruction ‖L̃L̃ᴴ − (A ± VVᴴ)‖_F / ‖A ± VVᴴ‖_F ≤ 10·n·ε for
+// k ∈ {1, 2, 16, 64}, n ∈ {1, 2, 17, 64, 256, 1000, 5000}; update then downdate returns the
+// original; the failing downdate leaves its factor (and only it) untouched; NaN/Inf input;
+// agreement with LAPACK potrf of A ± VVᴴ. The strict upper
 // triangle of every input holds NaN (it must never be read) and must come back bit for bit.
 #include <gtest/gtest.h>
 
@@ -28,7 +28,7 @@ using test::FactorKind;
 
 constexpr int info_poison = 0x7eadbeef;
 
-// Issue 6's grid, cut for CI time on two cores with reference BLAS: n = 5000 with k ≤ 16 (the
+// The full grid above, cut for CI time on two cores with reference BLAS: n = 5000 with k ≤ 16 (the
 // k = 64 pairs cost ~10 s each there) and, in unoptimised (sanitizer) builds, n ≥ 1000 only with
 // k ≤ 2. Skipped pairs are printed.
 bool in_ci_grid(int n, int k) {
@@ -285,8 +285,8 @@ namespace covflow::linalg {
 namespace {
 
 // Fewer matrices than workers: parallel_for may hand a matrix to any worker, and each worker's
-// scratch must exist (the H100 host's 16-thread pool overran a scratch sized by the matrix count;
-// the debug preset's AddressSanitizer turns such an overrun into a failure here).
+// scratch must exist (a scratch sized by the matrix count is overrun when workers outnumber
+// matrices; the debug preset's AddressSanitizer turns such an overrun into a failure here).
 TEST(CholupdateCpuWorkspace, MoreWorkersThanMatricesStayInTheirScratch) {
   Exec exec = Exec::cpu(8);
   std::mt19937_64 rng(test::fresh_seed("cholupdate cpu workers"));

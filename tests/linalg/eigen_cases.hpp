@@ -1,7 +1,7 @@
 // Test inputs and checks for the Hermitian eigensolver (heev), shared by the CPU suite
-// (heev_test.cpp) and the GPU suite: generators for the spectra issue 3 asks for, a reference
+// (heev_test.cpp) and the GPU suite: generators for the spectra every suite must cover, a reference
 // computed in double-precision LAPACK, and a checker that reports every error in units of n·ε so
-// that the issue's tolerance reads as a plain "≤ 10".
+// that the required tolerance reads as a plain "≤ 10".
 #pragma once
 
 #include <cstdint>
@@ -33,7 +33,7 @@ enum class SpectrumKind {
 std::string name(SpectrumKind kind);
 const std::vector<SpectrumKind>& all_spectrum_kinds();
 
-// Tolerance of issue 3 for residual, orthogonality and eigenvalue error, in units of n·ε.
+// The required tolerance for residual, orthogonality and eigenvalue error, in units of n·ε.
 inline constexpr double eigen_tolerance = 10.0;
 
 // A batch of `count` Hermitian (real symmetric for real T) n×n matrices of one kind, column-major,

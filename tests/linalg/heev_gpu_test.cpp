@@ -1,5 +1,5 @@
 // heev on the CUDA backend against LAPACK in double precision (eigen_cases.hpp): eigenvalue error,
-// residual ‖AV − VΛ‖_F/‖A‖_F and orthogonality ‖VᴴV − I‖_F, each ≤ 10·n·ε (issue 3), on every
+// residual ‖AV − VΛ‖_F/‖A‖_F and orthogonality ‖VᴴV − I‖_F, each ≤ 10·n·ε, on every
 // spectrum kind, with outputs poisoned before each run.
 #include <gtest/gtest.h>
 
@@ -149,7 +149,7 @@ TYPED_TEST(HeevGpu, UpperTriangleAndValuesOnly) {
   }
 }
 
-// The top of the supported range (issue 3: any n up to 1024): the divide and conquer's merges of
+// The top of the supported range (any n up to 1024): the divide and conquer's merges of
 // 1024 rows (the largest shared-memory panel), the reduction in global memory for complex double,
 // and the shared-memory back-transform above n = 512. One matrix of each type: the LAPACK reference
 // and the checks take seconds at this size.

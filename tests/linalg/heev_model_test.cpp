@@ -1,4 +1,5 @@
-// The CUDA heev follows shared/papers/batched-hermitian-eigen-radar.txt. Its kernels are parallel
+// The CUDA heev follows A. Cosnuau, "Computation on GPU of Eigenvalues and Eigenvectors of a Large
+// Number of Small Hermitian Matrices" (Procedia Computer Science, 2014). Its kernels are parallel
 // versions of the serial algorithm below; this test pins the algorithm itself down on the CPU,
 // against LAPACK, so that a wrong formula (reflector, phase scaling, rotation order, back-transform)
 // shows up here in CI rather than only on a GPU:

@@ -1,7 +1,7 @@
-// The runner on a CUDA lane (run by the lead on the H100; skips without a device): slots pinned
-// and on the device, each frame's payload uploaded (on the copy stream, overlapping the previous
-// frame) before its stages read it, stages timed by events, and a degradable stage skipped
-// because GPU work of its frame is still queued ahead of it.
+// The runner on a CUDA lane (skips without a device): slots pinned and on the device, each frame's
+// payload uploaded (on the copy stream, overlapping the previous frame) before its stages read it,
+// stages timed by events, and a degradable stage skipped because GPU work of its frame is still
+// queued ahead of it.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>

@@ -25,7 +25,7 @@ namespace covflow::test {
 
 using cd = std::complex<double>;
 
-// The acceptance scenario: a 16-element half-wavelength ULA, sources at −20°, 5° and 31°
+// The acceptance scenario: a 16-element half-wavelength ULA, sources at −20°, 5° and 31°
 // at 10 dB, 200 snapshots per cell, no jammers.
 inline config::Config acceptance_config(config::SampleType type, std::uint64_t seed, std::int64_t cells = 48) {
   config::Config c;
@@ -61,8 +61,8 @@ struct Chain {
   std::unique_ptr<TestSlot> slot;
 };
 
-// Wax & Kailath's criteria, written out here from the paper independently of music_math.hpp:
-// eigenvalues sorted descending, the k largest taken as signal.
+// Wax & Kailath's criteria (IEEE Trans. ASSP, 1985), written out from the paper independently of
+// music_math.hpp: eigenvalues sorted descending, the k largest taken as signal.
 inline int reference_source_count(std::vector<double> values, double snapshots, bool mdl) {
   std::sort(values.begin(), values.end(), std::greater<>());
   const int n = static_cast<int>(values.size());

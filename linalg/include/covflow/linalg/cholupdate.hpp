@@ -4,14 +4,15 @@
 //   A + V·Vᴴ   (Sign::update)     or     A − V·Vᴴ   (Sign::downdate),
 // in O(k·n²) operations instead of the O(n³) of refactoring.
 //
-// The algorithm is shared/papers/rank-k-cholesky-update-gpu.txt, Algorithm 1 (§2): column j of L
-// is combined with each of the k columns of V by a unitary plane rotation (update, LINPACK
-// dchud's) or a hyperbolic rotation (downdate, in the paper's "mixed" form — the new L enters the
-// update of V — that keeps downdates stable) that zeroes V's row j. (The paper uses the hyperbolic
-// form for updates too; it loses accuracy when a diagonal entry of L is tiny.) The k rotations of a column are
-// generated together (their diagonals are prefix sums, so no rotation waits on the previous one's
-// square root) and applied to each row as one pass over the k columns of V held per thread — the
-// paper's ElementsPerThread panels (§4.1) with ElementsPerThread = k.
+// The algorithm is C. Walder, "Rank k Cholesky Up/Down-dating on the GPU: gpucholmodV0.2" (2010),
+// Algorithm 1 (§2): column j of L is combined with each of the k columns of V by a unitary plane
+// rotation (update, LINPACK dchud's) or a hyperbolic rotation (downdate, in the paper's "mixed"
+// form — the new L enters the update of V — that keeps downdates stable) that zeroes V's row j.
+// (The paper uses the hyperbolic form for updates too; it loses accuracy when a diagonal entry of
+// L is tiny.) The k rotations of a column are generated together (their diagonals are prefix sums,
+// so no rotation waits on the previous one's square root) and applied to each row as one pass over
+// the k columns of V held per thread — the paper's ElementsPerThread panels (§4.1) with
+// ElementsPerThread = k.
 //
 // CPU: column sweep per matrix (LINPACK dchud order, the inner loop vectorised along the column);
 // matrices across the thread pool. CUDA: see cholupdate_cuda.cu — batched kernels for n ≤ 256

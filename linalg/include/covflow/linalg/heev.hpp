@@ -2,10 +2,12 @@
 // symmetric for real T — with LAPACK's conventions: eigenvalues ascending, eigenvectors as the
 // columns of the matrix that overwrites A.
 //
-// The CUDA path follows shared/papers/batched-hermitian-eigen-radar.txt: Householder reduction to
+// The CUDA path follows A. Cosnuau, "Computation on GPU of Eigenvalues and Eigenvectors of a Large
+// Number of Small Hermitian Matrices" (Procedia Computer Science, 2014): Householder reduction to
 // Hermitian tridiagonal form (§2.2), a diagonal unitary scaling that makes it real symmetric
-// tridiagonal (end of §2.2), and Wilkinson-shifted implicit QR with deflation (§3); eigenvectors
-// are those of the real tridiagonal, brought back with the Householder reflectors. The CPU path is
+// tridiagonal (end of §2.2), and Wilkinson-shifted implicit QR with deflation (§3) — for n > 32 on
+// the leaves of a divide and conquer; eigenvectors are those of the real tridiagonal, brought back
+// with the Householder reflectors. The CPU path is
 // LAPACK's divide-and-conquer driver (?heevd / ?syevd) across the thread pool.
 #pragma once
 

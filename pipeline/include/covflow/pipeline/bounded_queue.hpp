@@ -1,5 +1,5 @@
 // A bounded FIFO between pipeline threads, with the overflow policy of pipeline.overflow
-// (DESIGN.md, "Scheduler and latency"): when it is full, drop the oldest item, reject the newest,
+// (docs/architecture.md, "The scheduler"): when it is full, drop the oldest item, reject the newest,
 // or block the producer. Blocking always has a timeout, so that a producer can look at shutdown
 // and never hangs. Whatever is dropped is handed back to the caller, which counts it and gives
 // its resources back: nothing leaves the queue silently.

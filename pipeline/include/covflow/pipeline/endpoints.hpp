@@ -1,4 +1,4 @@
-// The daemon's ZeroMQ endpoints (DESIGN.md, "Scheduler and latency"); docs/zmq.md is the
+// The daemon's ZeroMQ endpoints (docs/architecture.md, "The scheduler"); docs/zmq.md is the
 // reference for every socket, topic and field.
 //
 //   ResultsPublisher  PUB  daemon.results_endpoint  [ "result", JSON ] per completed frame

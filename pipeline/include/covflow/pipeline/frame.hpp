@@ -1,6 +1,6 @@
 // A frame as the pipeline holds it: one coherent processing interval (CPI) in a slot of the frame
 // pool. Slots are allocated once, when the pipeline starts, for the largest frame its
-// configuration accepts (FrameShape); no frame allocates (DESIGN.md, "Scheduler and latency").
+// configuration accepts (FrameShape); no frame allocates (docs/architecture.md, "A frame's path").
 //
 // Data flow through the default chain, in the slot's fields:
 //   ingest      fills header, times and the payload (host; pinned when a GPU is used)

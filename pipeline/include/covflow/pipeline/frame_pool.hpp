@@ -1,7 +1,7 @@
 // The frame pool: every FrameSlot the pipeline will use, allocated once when it starts, for the
 // largest frame its FrameShape allows plus what the stages ask for (SlotNeeds). Frames move
 // through the pipeline as FrameSlot pointers; acquire() and release() only move pointers on a
-// free list, so no frame allocates (DESIGN.md, "Scheduler and latency").
+// free list, so no frame allocates (docs/architecture.md, "A frame's path").
 //
 // Memory per slot, by lane kind:
 //   CPU lane   host payload, covariance, eigenvalues, eigenvectors, info, scratch (plain, 256-byte

@@ -1,4 +1,4 @@
-// The pipeline's counters and latency histograms (DESIGN.md, "Scheduler and latency"), shared by
+// The pipeline's counters and latency histograms (docs/architecture.md, "The scheduler"), shared by
 // the ingest thread, the lanes' workers, the report publisher and the control server.
 //
 // Frame accounting: every frame that reaches the pipeline is counted in once and leaves exactly

@@ -1,4 +1,4 @@
-// The runner: the pipeline's scheduler (DESIGN.md, "Scheduler and latency").
+// The runner: the pipeline's scheduler (docs/architecture.md, "The scheduler").
 //
 //   FrameInput ─► ingest thread ─► BoundedQueue<FrameSlot*> ─► lane worker(s) ─► completion callback
 //                 (validate, copy      (overflow policy)          (stages in order,

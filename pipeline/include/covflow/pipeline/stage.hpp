@@ -1,5 +1,5 @@
-// The stage interface: a thin adapter from frames to linalg calls (DESIGN.md, "Frames and
-// stages"). The runner calls prepare() once per lane when the pipeline starts (and on a reload),
+// The stage interface: a thin adapter from frames to linalg calls (docs/architecture.md, "Adding
+// a stage"). The runner calls prepare() once per lane when the pipeline starts (and on a reload),
 // then run() for every frame, in chain order.
 #pragma once
 
