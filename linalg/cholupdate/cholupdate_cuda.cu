@@ -436,7 +436,7 @@ __device__ bool warp_rotations(const D (&w)[S][K], const D* column, int j, int k
 // per column, at most 32 resident blocks per SM): no block barrier, and the whole batch of 4096
 // in flight at once (64 registers, 8 blocks of 4 warps per SM). Inputs are checked first (as
 // small_kernel's direct mode), so L is untouched when one is not finite or a diagonal is not
-// positive. Its timings against small_kernel are in docs/performance.md.
+// positive. Its timings against small_kernel are in docs/performance-history.md.
 template <class D, int K, int S>
 __global__ void __launch_bounds__(kWarpMatrices * 32, 8) warp_update_kernel(D* l_all, long long ldl, long long stride_l,
                                                                         const D* v_all, long long ldv,

@@ -69,7 +69,7 @@ constexpr int kColumnWarps = 8;    // column_kernel: columns per block, one warp
 // Apply: column blocks one block sweeps (ProductBuffers::segment_tiles). The tensor-core path's
 // apply runs under the solve (cholupdate_product_tc.cuh), and what is left when the chain ends is
 // the last row blocks' segments, each a sequence of tiles on one SM, so shorter segments finish
-// sooner; 8 tiles is the fastest of the lengths compared in docs/performance.md. The other paths
+// sooner; 8 tiles is the fastest of the lengths compared in docs/performance-history.md. The other paths
 // keep 16, which the workspace bound of the tests assumes.
 constexpr int kSegmentTiles = 16;
 constexpr int kSegmentTilesTc = 8;

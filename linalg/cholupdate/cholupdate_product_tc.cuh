@@ -42,7 +42,7 @@ constexpr int kTcThreads = 256;
 // same grid, each taking a quarter of a row block (16 columns: one round of its 16 half-warps) at a
 // time. Done by the row block itself (64 columns, four rounds) they would take tens of µs after its
 // W, holding both its SM and its M_J from the apply running under the solve. More workers than 32
-// hold SMs the apply needs (the counts compared are in docs/performance.md).
+// hold SMs the apply needs (the counts compared are in docs/performance-history.md).
 constexpr int kColumnWorkers = 32;
 
 constexpr std::size_t tc_shared_bytes() {

@@ -17,7 +17,7 @@
 //         iteration in lockstep, so each lane applies every rotation to its own row of Z the moment
 //         it is made, at no extra latency; lane c owns column c of V in the back-transform. One
 //         shift per sweep: blocks this short gain less from groups of shifts than the corner
-//         eigenvalues and the rotation broadcasts cost (docs/performance.md).
+//         eigenvalues and the rotation broadcasts cost (docs/performance-history.md).
 //         Budget (complex double, n = 32): A, Z and V with a padded leading dimension of 33,
 //         ≈ 46 KB per warp, 4 warps per block.
 //
@@ -38,7 +38,7 @@
 //   2. divide and conquer on the real tridiagonal (tridiagonal_dc.hpp), for eigenvalues alone as
 //      for eigenvectors. §3's full QR chain — ~n² dependent rotations per matrix, one latency-bound
 //      warp each — would be the whole heev's critical path (more than half its time at n = 128,
-//      complex double: docs/performance.md); here §3's QR runs only on leaves of ≤ 16 rows
+//      complex double: docs/performance-history.md); here §3's QR runs only on leaves of ≤ 16 rows
 //      (dc_leaf_kernel, a warp per leaf, each lane applying the rotations to its row of Z), then
 //      the tree is merged level by level (dc_merge_kernel, a block per node: deflation, secular
 //      roots, Gu–Eisenstat vectors, the product with the children's eigenvectors), Z in place.
@@ -655,7 +655,7 @@ __global__ void __launch_bounds__(kTridiagThreads) tridiagonalize_kernel(T* a_al
 // The same reduction, one block per matrix, streaming A's lower triangle through global memory
 // (L2/HBM) instead of holding it on chip: for n too large for a cluster's shared memory, and for
 // large batches whose triangles need a cluster of several blocks (choose_cluster; measured in
-// docs/performance.md).
+// docs/performance-history.md).
 //
 // One pass over the trailing matrix per column, §2.2's update fused with the next column's
 // product: step k first finishes column k (the rank-2 update of step k−1, (w, q) kept in shared
@@ -1382,7 +1382,7 @@ int choose_cluster(int n, long long count, const DeviceInfo& device) {
   if (reduction == 1) return 0;
   // A triangle that needs more than one block's shared memory streams instead, a block per matrix,
   // once the batch is large enough to fill the GPU with such blocks: smaller batches, and triangles
-  // one block holds, are faster on a cluster (the crossover is measured in docs/performance.md).
+  // one block holds, are faster on a cluster (the crossover is measured in docs/performance-history.md).
   if (reduction == 0 && C >= 2 && count >= std::max(1, device.multiprocessors / 4)) return 0;
   static const int forced = [] {
     const char* text = std::getenv("COVFLOW_HEEV_CLUSTER");
