@@ -93,7 +93,7 @@ class CholupdateGpu : public test::GpuTest {};
 using Types = ::testing::Types<cf64, f64, cf32, f32>;
 TYPED_TEST_SUITE(CholupdateGpu, Types);
 
-TYPED_TEST(CholupdateGpu, UpdateAndDowndateReconstructOnTheIssueGrid) {
+TYPED_TEST(CholupdateGpu, UpdateAndDowndateReconstructOnTheSizeGrid) {
   using T = TypeParam;
   Exec& exec = test::GpuTest::gpu();
   std::mt19937_64 rng(test::fresh_seed("cholupdate gpu grid"));

@@ -71,7 +71,7 @@ struct ElementName {
 using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(CholupdateCpu, ElementTypes, ElementName);
 
-TYPED_TEST(CholupdateCpu, UpdateReconstructsOnTheIssueGrid) {
+TYPED_TEST(CholupdateCpu, UpdateReconstructsOnTheSizeGrid) {
   using T = TypeParam;
   Exec exec = Exec::cpu();
   std::mt19937_64 rng(test::fresh_seed("cholupdate cpu update"));

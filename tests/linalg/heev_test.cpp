@@ -28,7 +28,7 @@ using test::SpectrumKind;
 
 // The sizes every spectrum kind is checked at: the smallest, odd ones, and both sides of 32 (the
 // CUDA path's one-warp-per-matrix limit).
-const std::vector<int>& issue_sizes() {
+const std::vector<int>& checked_sizes() {
   static const std::vector<int> sizes = {1, 2, 3, 5, 8, 16, 17, 31, 32, 33, 64, 100, 128, 200, 256, 512};
   return sizes;
 }
@@ -126,7 +126,7 @@ TYPED_TEST(HeevCpu, VectorsMatchLapackOnEverySpectrum) {
   std::mt19937_64 rng(test::fresh_seed("heev cpu vectors"));
   Exec exec = Exec::cpu(2);
   ErrorTable table;
-  for (const int n : issue_sizes()) {
+  for (const int n : checked_sizes()) {
     const bool large = n >= 200;
     const auto& kinds = test::all_spectrum_kinds();
     for (std::size_t k = 0; k < kinds.size(); ++k)
@@ -151,7 +151,7 @@ TYPED_TEST(HeevCpu, ValuesOnlyMatchLapackOnEverySpectrum) {
   std::mt19937_64 rng(test::fresh_seed("heev cpu values only"));
   Exec exec = Exec::cpu(2);
   ErrorTable table;
-  for (const int n : issue_sizes()) {
+  for (const int n : checked_sizes()) {
     const auto& kinds = test::all_spectrum_kinds();
     for (std::size_t k = 0; k < kinds.size(); ++k) {
       const int count = n >= 200 ? 1 : 7;
@@ -173,7 +173,7 @@ TYPED_TEST(HeevCpu, BatchOf180) {
   Exec exec = Exec::cpu(2);
   constexpr int count = 180;
   int round = 0;
-  for (const int n : issue_sizes()) {
+  for (const int n : checked_sizes()) {
     if (n > 64) break;
     for (const SpectrumKind kind : {SpectrumKind::radar, SpectrumKind::clustered, SpectrumKind::near_singular}) {
       const Uplo uplo = round++ % 2 == 0 ? Uplo::lower : Uplo::upper;
