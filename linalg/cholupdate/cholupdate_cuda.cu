@@ -893,6 +893,20 @@ std::vector<double> cholupdate_cuda_product_timeline(CudaContext& context, std::
           at(~status.clock[kApplyFirstTile]), at(status.clock[kApplyEnd]), at(status.clock[kFinish])};
 }
 
+namespace {
+__global__ void unpublished_wait_kernel(int* counter, unsigned long long bound_ns) {
+  wait_at_least(counter, 1, bound_ns);
+}
+}  // namespace
+
+cudaError_t cholupdate_cuda_launch_unpublished_wait(CudaContext& context, unsigned long long bound_ns) {
+  context.make_current();
+  auto* counter = static_cast<int*>(context.workspace().acquire(sizeof(int)));
+  COVFLOW_CUDA_TRY(cudaMemsetAsync(counter, 0, sizeof(int), context.stream()));
+  unpublished_wait_kernel<<<1, 1, 0, context.stream()>>>(counter, bound_ns);
+  return cudaGetLastError();
+}
+
 #define COVFLOW_CHOLUPDATE_CUDA(T)                                                               \
   template std::size_t cholupdate_cuda_workspace<T>(std::int64_t, std::int64_t, std::int64_t); \
   template void cholupdate_cuda<T>(CudaContext&, Batch<T>, Batch<const T>, Sign, std::span<int>);

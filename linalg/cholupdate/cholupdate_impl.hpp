@@ -14,6 +14,12 @@ void cholupdate_cpu(ThreadPool& pool, Workspace& workspace, Batch<T> l, Batch<co
                     std::span<int> info);
 
 #if COVFLOW_HAS_CUDA
+}  // namespace covflow::linalg::detail
+
+#include <cuda_runtime_api.h>
+
+namespace covflow::linalg::detail {
+
 template <class T>
 std::size_t cholupdate_cuda_workspace(std::int64_t n, std::int64_t k, std::int64_t count);
 template <class T>
@@ -26,6 +32,11 @@ std::vector<int> cholupdate_cuda_product_committed(CudaContext& context, std::in
 // µs after its solve began: last W published, solve ended, first apply block started, first apply
 // tile started, apply ended, finish started (empty when that path did not run). Synchronises.
 std::vector<double> cholupdate_cuda_product_timeline(CudaContext& context, std::int64_t count);
+// Test hook: launches one thread that waits, as the kernels' progress waits do, for a counter that
+// nothing ever publishes, with the wait bounded at bound_ns instead of the kernels' 2 s. Returns the
+// launch's own error; the bounded wait then ends the kernel with a sticky error, which the next
+// synchronisation reports. Leaves the context unusable: call it only in a process of its own.
+cudaError_t cholupdate_cuda_launch_unpublished_wait(CudaContext& context, unsigned long long bound_ns);
 #endif
 
 }  // namespace covflow::linalg::detail

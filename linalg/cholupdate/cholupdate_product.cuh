@@ -234,9 +234,25 @@ __device__ inline D lower_element(const D* L, long long ldl, int r, int c) {
 
 // The per-matrix progress counters (here and in cholupdate_cuda.cu's rotation pipeline): one thread
 // spins with acquire loads; one thread publishes with a release store.
-__device__ inline void wait_at_least(int* counter, int target) {
+//
+// A wait is bounded. The publisher is a block of the same grid (or of the kernel before it) that
+// started before the waiter, so in a healthy run a wait lasts microseconds to milliseconds. A wait
+// still unanswered after kSpinWaitBoundNs of the GPU's global timer means the publisher will never
+// come (a fault in it, memory overwritten by someone else): the waiter traps, which ends the whole
+// grid with cudaErrorLaunchFailure — a sticky error that the next check of the stream reports and
+// that the daemon answers by stopping with its device-error exit code — instead of holding the GPU
+// forever. The timer is read only every 1024 loads (the first reading starts the clock), so a wait
+// shorter than that costs what it did without the bound.
+inline constexpr unsigned long long kSpinWaitBoundNs = 2'000'000'000ull;  // 2 s
+
+__device__ inline void wait_at_least(int* counter, int target, unsigned long long bound_ns = kSpinWaitBoundNs) {
   ::cuda::atomic_ref<int, ::cuda::thread_scope_device> ref(*counter);
-  while (ref.load(::cuda::memory_order_acquire) < target) {
+  unsigned long long start = 0;
+  for (unsigned spins = 1; ref.load(::cuda::memory_order_acquire) < target; ++spins) {
+    if ((spins & 1023u) != 0) continue;
+    const unsigned long long now = clock_ns();
+    if (start == 0) start = now;
+    else if (now - start > bound_ns) __trap();
   }
 }
 

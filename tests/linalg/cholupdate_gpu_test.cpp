@@ -5,6 +5,7 @@
 // every input NaN (it must never be read, and must come back bit for bit). Which matrices the
 // product form committed is read through a test hook (cholupdate_cuda_product_committed).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -454,6 +455,35 @@ TEST(CholupdateGpuWorkspace, ReservedOnceNeverGrowsAndIsNeverACopyOfTheFactor) {
     run_gpu(exec, c, Sign::downdate);
     EXPECT_EQ(exec.workspace().growth_count(), growth) << "n=" << n;
   }
+}
+
+// The kernels' progress waits are bounded: a counter that is never published (its publisher faulted,
+// or never ran) ends the kernel with a sticky launch error — which the daemon answers by stopping
+// with its device-error exit code — instead of holding the GPU forever. The error leaves the
+// process's CUDA context unusable, so the waiter runs in a child process (a death test re-executes
+// this binary for the one test), with the bound lowered to 10 ms. Without the bound the child would
+// spin until the alarm kills it, and the expectation fails.
+[[noreturn]] void run_unpublished_wait() {
+  alarm(120);
+  Exec exec = Exec::cuda();
+  const cudaError_t launch = detail::cholupdate_cuda_launch_unpublished_wait(exec.cuda_context(), 10'000'000ull);
+  const cudaError_t sync = cudaStreamSynchronize(exec.cuda_context().stream());
+  void* probe = nullptr;
+  const cudaError_t later = cudaMalloc(&probe, 256);
+  std::fprintf(stderr, "launch %s, synchronize %s, a later cudaMalloc %s\n", cudaGetErrorName(launch),
+               cudaGetErrorName(sync), cudaGetErrorName(later));
+  const bool sticky = sync == cudaErrorLaunchFailure || sync == cudaErrorIllegalInstruction;
+  if (launch == cudaSuccess && sticky && later == sync) {
+    std::fprintf(stderr, "the wait ended with a sticky error\n");
+    std::_Exit(0);
+  }
+  std::_Exit(1);
+}
+
+TEST(CholupdateGpuSpinWait, AnUnpublishedCounterEndsTheKernelWithAStickyError) {
+  COVFLOW_SKIP_WITHOUT_DEVICE();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(run_unpublished_wait(), ::testing::ExitedWithCode(0), "the wait ended with a sticky error");
 }
 
 }  // namespace
