@@ -17,6 +17,8 @@
 #include "heev_bench.hpp"
 #include "ingest_bench.hpp"
 #include "pipeline_bench.hpp"
+#include "qr_bench.hpp"
+#include "svd_bench.hpp"
 #if COVFLOW_HAS_CUDA
 #include "heev_chase_bench.hpp"
 #endif
@@ -43,6 +45,15 @@ int main(int argc, char** argv) {
   heev->add_option("--input", settings.input, "Only this input: random matrices or the radar scenario's covariances")
       ->check(CLI::IsMember({"random", "radar"}));
   auto* cholupdate = app.add_subcommand("cholupdate", "Rank-k Cholesky update/downdate vs refactoring (cuSOLVER potrf)");
+  auto* qr = app.add_subcommand("qr", "Batched Householder QR (geqrf, ungqr) vs cuBLAS geqrfBatched and cuSOLVER ungqr");
+  qr->fallthrough();  // --json, --reps … may follow the subcommand
+  qr->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
+  qr->add_option("--shape", settings.shapes, "Only these MxNxBATCH shapes (repeatable)");
+  auto* svd = app.add_subcommand("svd", "Batched thin SVD (gesvj) vs cuSOLVER gesvdjBatched, gesvdaStridedBatched, gesvdj");
+  svd->fallthrough();  // --json, --reps … may follow the subcommand
+  svd->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
+  svd->add_option("--shape", settings.shapes, "Only these MxNxBATCH shapes (repeatable)");
+  svd->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
   auto* heev_chase = app.add_subcommand("heev-chase", "§3's QR iteration alone (heev's leaves), per arithmetic policy (diagnostic)");
   auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
   bench::PipelineBenchOptions pipeline_options;
@@ -127,6 +138,8 @@ int main(int argc, char** argv) {
     if (covariance->parsed() || all->parsed()) checked(bench::run_covariance_bench(settings, gpu.get(), cpu));
     if (heev->parsed() || all->parsed()) checked(bench::run_heev_bench(settings, gpu.get(), cpu));
     if (cholupdate->parsed() || all->parsed()) checked(bench::run_cholupdate_bench(settings, gpu.get(), cpu));
+    if (qr->parsed() || all->parsed()) checked(bench::run_qr_bench(settings, gpu.get(), cpu));
+    if (svd->parsed() || all->parsed()) checked(bench::run_svd_bench(settings, gpu.get(), cpu));
     if (pipeline->parsed() || all->parsed()) {
       results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
     }

@@ -25,6 +25,54 @@ void cheevd_(const char* jobz, const char* uplo, const int* n, covflow::linalg::
 void zheevd_(const char* jobz, const char* uplo, const int* n, covflow::linalg::cf64* a, const int* lda, double* w,
              covflow::linalg::cf64* work, const int* lwork, double* rwork, const int* lrwork, int* iwork,
              const int* liwork, int* info, std::size_t, std::size_t);
+
+void sgeqrf_(const int* m, const int* n, float* a, const int* lda, float* tau, float* work, const int* lwork,
+             int* info);
+void dgeqrf_(const int* m, const int* n, double* a, const int* lda, double* tau, double* work, const int* lwork,
+             int* info);
+void cgeqrf_(const int* m, const int* n, covflow::linalg::cf32* a, const int* lda, covflow::linalg::cf32* tau,
+             covflow::linalg::cf32* work, const int* lwork, int* info);
+void zgeqrf_(const int* m, const int* n, covflow::linalg::cf64* a, const int* lda, covflow::linalg::cf64* tau,
+             covflow::linalg::cf64* work, const int* lwork, int* info);
+
+void sorgqr_(const int* m, const int* n, const int* k, float* a, const int* lda, const float* tau, float* work,
+             const int* lwork, int* info);
+void dorgqr_(const int* m, const int* n, const int* k, double* a, const int* lda, const double* tau, double* work,
+             const int* lwork, int* info);
+void cungqr_(const int* m, const int* n, const int* k, covflow::linalg::cf32* a, const int* lda,
+             const covflow::linalg::cf32* tau, covflow::linalg::cf32* work, const int* lwork, int* info);
+void zungqr_(const int* m, const int* n, const int* k, covflow::linalg::cf64* a, const int* lda,
+             const covflow::linalg::cf64* tau, covflow::linalg::cf64* work, const int* lwork, int* info);
+
+void sormqr_(const char* side, const char* trans, const int* m, const int* n, const int* k, const float* a,
+             const int* lda, const float* tau, float* c, const int* ldc, float* work, const int* lwork, int* info,
+             std::size_t, std::size_t);
+void dormqr_(const char* side, const char* trans, const int* m, const int* n, const int* k, const double* a,
+             const int* lda, const double* tau, double* c, const int* ldc, double* work, const int* lwork, int* info,
+             std::size_t, std::size_t);
+void cunmqr_(const char* side, const char* trans, const int* m, const int* n, const int* k,
+             const covflow::linalg::cf32* a, const int* lda, const covflow::linalg::cf32* tau,
+             covflow::linalg::cf32* c, const int* ldc, covflow::linalg::cf32* work, const int* lwork, int* info,
+             std::size_t, std::size_t);
+void zunmqr_(const char* side, const char* trans, const int* m, const int* n, const int* k,
+             const covflow::linalg::cf64* a, const int* lda, const covflow::linalg::cf64* tau,
+             covflow::linalg::cf64* c, const int* ldc, covflow::linalg::cf64* work, const int* lwork, int* info,
+             std::size_t, std::size_t);
+
+void sgesvj_(const char* joba, const char* jobu, const char* jobv, const int* m, const int* n, float* a,
+             const int* lda, float* sva, const int* mv, float* v, const int* ldv, float* work, const int* lwork,
+             int* info, std::size_t, std::size_t, std::size_t);
+void dgesvj_(const char* joba, const char* jobu, const char* jobv, const int* m, const int* n, double* a,
+             const int* lda, double* sva, const int* mv, double* v, const int* ldv, double* work, const int* lwork,
+             int* info, std::size_t, std::size_t, std::size_t);
+void cgesvj_(const char* joba, const char* jobu, const char* jobv, const int* m, const int* n,
+             covflow::linalg::cf32* a, const int* lda, float* sva, const int* mv, covflow::linalg::cf32* v,
+             const int* ldv, covflow::linalg::cf32* cwork, const int* lwork, float* rwork, const int* lrwork,
+             int* info, std::size_t, std::size_t, std::size_t);
+void zgesvj_(const char* joba, const char* jobu, const char* jobv, const int* m, const int* n,
+             covflow::linalg::cf64* a, const int* lda, double* sva, const int* mv, covflow::linalg::cf64* v,
+             const int* ldv, covflow::linalg::cf64* cwork, const int* lwork, double* rwork, const int* lrwork,
+             int* info, std::size_t, std::size_t, std::size_t);
 }
 
 namespace covflow::linalg::blas {
@@ -56,6 +104,76 @@ inline void heevd(char jobz, char uplo, int n, cf32* a, int lda, float* w, cf32*
 inline void heevd(char jobz, char uplo, int n, cf64* a, int lda, double* w, cf64* work, int lwork, double* rwork,
                   int lrwork, int* iwork, int liwork, int* info) {
   zheevd_(&jobz, &uplo, &n, a, &lda, w, work, &lwork, rwork, &lrwork, iwork, &liwork, info, 1, 1);
+}
+
+// Householder QR (?geqrf): A = Q·R, R on and above the diagonal, the reflectors below it.
+// lwork = -1 is a workspace query.
+inline void geqrf(int m, int n, float* a, int lda, float* tau, float* work, int lwork, int* info) {
+  sgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+inline void geqrf(int m, int n, double* a, int lda, double* tau, double* work, int lwork, int* info) {
+  dgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+inline void geqrf(int m, int n, cf32* a, int lda, cf32* tau, cf32* work, int lwork, int* info) {
+  cgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+inline void geqrf(int m, int n, cf64* a, int lda, cf64* tau, cf64* work, int lwork, int* info) {
+  zgeqrf_(&m, &n, a, &lda, tau, work, &lwork, info);
+}
+
+// The first n columns of Q = H₁…H_k from k reflectors (?ungqr; ?orgqr for real T).
+inline void ungqr(int m, int n, int k, float* a, int lda, const float* tau, float* work, int lwork, int* info) {
+  sorgqr_(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+inline void ungqr(int m, int n, int k, double* a, int lda, const double* tau, double* work, int lwork, int* info) {
+  dorgqr_(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+inline void ungqr(int m, int n, int k, cf32* a, int lda, const cf32* tau, cf32* work, int lwork, int* info) {
+  cungqr_(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+inline void ungqr(int m, int n, int k, cf64* a, int lda, const cf64* tau, cf64* work, int lwork, int* info) {
+  zungqr_(&m, &n, &k, a, &lda, tau, work, &lwork, info);
+}
+
+// C ← op(Q)·C or C·op(Q) (?unmqr; ?ormqr for real T). trans is 'N' or 'C'; real T gets 'T' for 'C'.
+inline void unmqr(char side, char trans, int m, int n, int k, const float* a, int lda, const float* tau, float* c,
+                  int ldc, float* work, int lwork, int* info) {
+  if (trans == 'C') trans = 'T';
+  sormqr_(&side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, info, 1, 1);
+}
+inline void unmqr(char side, char trans, int m, int n, int k, const double* a, int lda, const double* tau, double* c,
+                  int ldc, double* work, int lwork, int* info) {
+  if (trans == 'C') trans = 'T';
+  dormqr_(&side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, info, 1, 1);
+}
+inline void unmqr(char side, char trans, int m, int n, int k, const cf32* a, int lda, const cf32* tau, cf32* c,
+                  int ldc, cf32* work, int lwork, int* info) {
+  cunmqr_(&side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, info, 1, 1);
+}
+inline void unmqr(char side, char trans, int m, int n, int k, const cf64* a, int lda, const cf64* tau, cf64* c,
+                  int ldc, cf64* work, int lwork, int* info) {
+  zunmqr_(&side, &trans, &m, &n, &k, a, &lda, tau, c, &ldc, work, &lwork, info, 1, 1);
+}
+
+// One-sided Jacobi SVD (?gesvj) of an m × n matrix, m ≥ n. For real T the statistics (SCALE,
+// ranks, sweeps, last |cos|) come back in work[0..5] and rwork/lrwork are unused; for complex T
+// they come back in rwork[0..5]. No workspace query: the sizes are in the LAPACK documentation
+// (lwork ≥ max(6, m + n); complex lrwork ≥ max(6, n)).
+inline void gesvj(char joba, char jobu, char jobv, int m, int n, float* a, int lda, float* sva, int mv, float* v,
+                  int ldv, float* work, int lwork, float*, int, int* info) {
+  sgesvj_(&joba, &jobu, &jobv, &m, &n, a, &lda, sva, &mv, v, &ldv, work, &lwork, info, 1, 1, 1);
+}
+inline void gesvj(char joba, char jobu, char jobv, int m, int n, double* a, int lda, double* sva, int mv, double* v,
+                  int ldv, double* work, int lwork, double*, int, int* info) {
+  dgesvj_(&joba, &jobu, &jobv, &m, &n, a, &lda, sva, &mv, v, &ldv, work, &lwork, info, 1, 1, 1);
+}
+inline void gesvj(char joba, char jobu, char jobv, int m, int n, cf32* a, int lda, float* sva, int mv, cf32* v,
+                  int ldv, cf32* cwork, int lwork, float* rwork, int lrwork, int* info) {
+  cgesvj_(&joba, &jobu, &jobv, &m, &n, a, &lda, sva, &mv, v, &ldv, cwork, &lwork, rwork, &lrwork, info, 1, 1, 1);
+}
+inline void gesvj(char joba, char jobu, char jobv, int m, int n, cf64* a, int lda, double* sva, int mv, cf64* v,
+                  int ldv, cf64* cwork, int lwork, double* rwork, int lrwork, int* info) {
+  zgesvj_(&joba, &jobu, &jobv, &m, &n, a, &lda, sva, &mv, v, &ldv, cwork, &lwork, rwork, &lrwork, info, 1, 1, 1);
 }
 
 }  // namespace covflow::linalg::blas

@@ -1,0 +1,589 @@
+// gesvj's block Jacobi in global memory, direct (QR) form — W. Boukaram, G. Turkiyyah, H. Ltaief,
+// D. E. Keyes, "Batched QR and SVD Algorithms on GPUs with Applications in Hierarchical Matrix
+// Compression" (Parallel Computing, 2018), §6.2 and Algorithm 3 — for matrices whose V (or X)
+// does not fit one block's shared memory.
+//
+// It runs on Rᴴ, R the n × n triangle of X·P = Q·R (gesvj_cuda.cu factors X first and says why Rᴴ
+// and the presorting P), copied to Y (n × n_p, n_p = n rounded up to 2b, b = 16: column blocks of
+// 16, pairs of 32). A sweep is nb − 1 steps of the round-robin order over the nb = n_p/b blocks; in
+// a step every matrix has nb/2 disjoint block pairs, and all pairs of all matrices are one batch
+// (P = count·nb/2 problems):
+//   gather_kernel        W_k = [Y_i Y_j]                      (n × 2b each)
+//   geqrf                W_k = Q_k·R_k                        (linalg/qr's batched geqrf)
+//   warp_jacobi_kernel   R_k·V_k = R'_k, pair mode             (gesvj_cuda_warp.cu: one warp per
+//                        R_k; C_k = [R'_k; 0]; the largest     32 × 32 R, its own sweeps to
+//                        cosine of its first sweep → the       convergence; R'_k's columns stay in
+//                        matrix's sweep maximum                their order — sorted, they would
+//                                                              drift between blocks and some
+//                                                              pairs would never meet)
+//   unmqr                C_k = Q_k·[R'_k; 0] = [Y_i Y_j]·V_k  (orthogonal columns)
+//   apply_kernel         [Y_i Y_j] ← C_k; [V_i V_j] ← [V_i V_j]·V_k
+// and a one-block sweep_end_kernel decides, per matrix, converged (the largest cosine any R_k of
+// the sweep showed ≤ tol = √n·ε: §6.2's scaled off-diagonal of R), out of sweeps, or on. The new
+// columns are Q·(U_R·Σ_R), not [Y_i Y_j]·V_R: applying orthogonal reflectors keeps every column's
+// rounding relative to that column's own norm, as a plane rotation does (a GEMM by V_R would mix
+// the large columns' rounding into the small ones), and Y's rows, graded in decreasing order by the
+// presorting, keep the QRs of the pairs row-wise accurate (Cox and Higham, "Stability of Householder
+// QR factorization for weighted least squares problems", 1998) — so the small singular values of a
+// graded matrix keep their relative accuracy. §6.1's Gram form is not used: it squares the
+// condition number (§6.3: no convergence in single precision at κ = 1e7).
+//
+// Per-matrix convergence without a host read-back: the sweep is captured once into the body of a
+// CUDA graph conditional "while" node, which sweep_end_kernel keeps running while any matrix is
+// active; converged matrices' apply steps return at once (their gathers and QRs still run, on
+// unchanged data). COVFLOW_GESVJ_GRAPH=0 runs max_sweeps sweeps from the host instead (for
+// measurements; the results are identical).
+//
+// final_kernel (a block per matrix): σ_j = ‖y_j‖ over all n_p columns, the n largest in descending
+// order, Y's U = y_j/σ_j (zero columns completed to an orthonormal basis, as in the other variants),
+// V_y sorted; then V_y ← V_y − ½·V_y·(V_yᴴV_y − I) by two batched GEMMs (cuBLAS), which takes V_y
+// from √(rotations)·ε off orthogonal back to ε (gesvj_cuda_warp.cu says why).
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "../qr/qr_impl.hpp"
+#include "covflow/linalg/cuda/check.hpp"
+#include "gesvj_cuda.cuh"
+
+namespace covflow::linalg::detail::svdj {
+namespace {
+
+constexpr int kBlock = 16;           // columns per block
+constexpr int kPair = 2 * kBlock;    // columns per block pair: one warp's 32 × 32 R
+constexpr int kThreads = 256;
+
+__host__ __device__ constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int padded_columns(int n) { return (n + kPair - 1) / kPair * kPair; }
+
+// The workspace's parts, in one place for the size query and for the call.
+template <class D>
+struct Parts {
+  using R = sreal_t<D>;
+  D* y = nullptr;     // count × n × n_p
+  D* vy = nullptr;    // count × n_p × n_p (with V)
+  D* w = nullptr;     // P × n × 2b: the pairs, then their QRs; at the end T (count × n × n)
+  D* c = nullptr;     // P × n × 2b: [R'; 0], then Q·[R'; 0]; at the end G (count × n × n)
+  D* tau = nullptr;   // P × 2b
+  int* qr_info = nullptr;  // P
+  D* vr = nullptr;    // P × 2b × 2b
+  int* active = nullptr;   // count: still sweeping
+  int* status = nullptr;   // count
+  int* sweeps = nullptr;   // count
+  int* exponent = nullptr; // count
+  R* sweep_off = nullptr;  // count: largest cosine of this sweep (atomic maximum)
+  R* last_off = nullptr;   // count: that of the last sweep done
+  std::size_t bytes = 0;
+
+  Parts(int n, long long count, bool with_u, bool with_v, unsigned char* base) {
+    (void)with_u;
+    const int n_p = padded_columns(n);
+    const long long pairs = count * (n_p / kBlock / 2);
+    std::size_t at = 0;
+    auto take = [&](std::size_t size) {
+      unsigned char* p = base == nullptr ? nullptr : base + at;
+      at += align256(size);
+      return p;
+    };
+    const std::size_t mat = sizeof(D) * std::size_t(count) * n * n_p;
+    y = reinterpret_cast<D*>(take(mat));
+    if (with_v) vy = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(count) * n_p * n_p));
+    w = reinterpret_cast<D*>(take(mat));
+    c = reinterpret_cast<D*>(take(mat));
+    tau = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(pairs) * kPair));
+    qr_info = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(pairs)));
+    vr = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(pairs) * kPair * kPair));
+    active = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
+    status = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
+    sweeps = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
+    exponent = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
+    sweep_off = reinterpret_cast<R*>(take(sizeof(R) * std::size_t(count)));
+    last_off = reinterpret_cast<R*>(take(sizeof(R) * std::size_t(count)));
+    bytes = at;
+  }
+};
+
+template <class R>
+__device__ R block_max_nonnegative(R value, R* slot) {
+  if (threadIdx.x == 0) *slot = R(0);
+  __syncthreads();
+  atomic_max_nonnegative(slot, value);
+  __syncthreads();
+  const R result = *slot;
+  __syncthreads();
+  return result;
+}
+
+// ---- init: Y = 2^−e·Rᴴ with zero padding columns, V_y = I, per-matrix state ------------------------
+// A block per matrix; threads stride over the elements.
+template <class D>
+__global__ void __launch_bounds__(kThreads) init_kernel(BlockJacobiArgs<D> args, Parts<D> w, int n_p) {
+  using R = sreal_t<D>;
+  __shared__ R shared_max;
+  __shared__ int any_bad;
+  const long long b = blockIdx.x;
+  const int n = args.n;
+  const D* r = args.r + b * args.stride_r;
+  if (threadIdx.x == 0) any_bad = 0;
+  __syncthreads();
+  bool finite = true;
+  R amax = R(0);
+  for (long long e = threadIdx.x; e < static_cast<long long>(n) * n; e += blockDim.x) {
+    const int i = static_cast<int>(e % n), j = static_cast<int>(e / n);
+    if (i > j) continue;
+    const D x = r[i + static_cast<long long>(j) * args.ldr];
+    finite = finite && is_finite(x);
+    amax = fmax(amax, magnitude(x));
+  }
+  if (!finite) any_bad = 1;
+  amax = block_max_nonnegative(finite ? amax : R(0), &shared_max);
+  const bool ok = any_bad == 0;
+  const int exponent = amax > R(0) ? ilogb(amax) : 0;
+  D* y = w.y + b * static_cast<long long>(n) * n_p;
+  for (long long e = threadIdx.x; e < static_cast<long long>(n) * n_p; e += blockDim.x) {
+    const int i = static_cast<int>(e % n), j = static_cast<int>(e / n);
+    D x = from_real<D>(R(0));  // Y(i, j) = conj(R(j, i)): lower triangular
+    if (j < n && j <= i) x = ok ? conj_of(scaled(r[j + static_cast<long long>(i) * args.ldr], -exponent)) : nan_value<D>();
+    y[e] = x;
+  }
+  if (w.vy != nullptr) {
+    D* vy = w.vy + b * static_cast<long long>(n_p) * n_p;
+    for (long long e = threadIdx.x; e < static_cast<long long>(n_p) * n_p; e += blockDim.x)
+      vy[e] = from_real<D>(R(e % n_p == e / n_p ? 1 : 0));
+  }
+  if (threadIdx.x == 0) {
+    w.active[b] = ok ? 1 : 0;
+    w.status[b] = ok ? status::no_convergence : status::non_finite_input;
+    w.sweeps[b] = 0;
+    w.exponent[b] = exponent;
+    w.sweep_off[b] = R(0);
+    w.last_off[b] = R(0);
+  }
+}
+
+// ---- one step ----------------------------------------------------------------------------------------
+
+// W_k = [Y_i Y_j] for pair k of matrix b (block per pair; every matrix, active or not: W is never
+// left uninitialised for geqrf).
+template <class D>
+__global__ void __launch_bounds__(kThreads) gather_kernel(const D* y, D* pairs, int n, int n_p, int step) {
+  const int nb = n_p / kBlock, per_matrix = nb / 2;
+  const long long pp = blockIdx.x;
+  const long long b = pp / per_matrix;
+  const int k = static_cast<int>(pp % per_matrix);
+  int p, q;
+  round_robin_pair(nb, step, k, p, q);
+  const D* src = y + b * static_cast<long long>(n) * n_p;
+  D* dst = pairs + pp * static_cast<long long>(n) * kPair;
+  for (int e = threadIdx.x; e < n * kPair; e += blockDim.x) {
+    const int i = e % n, c = e / n;
+    const int column = c < kBlock ? p * kBlock + c : q * kBlock + (c - kBlock);
+    dst[e] = src[i + static_cast<long long>(column) * n];
+  }
+}
+
+// [Y_i Y_j] ← C_k and [V_i V_j] ← [V_i V_j]·V_k for the active matrices. A block per pair: V_k in
+// shared memory; thread r owns row r of [V_i V_j] (2b = 32 elements in registers, read all before
+// any is written, so the update is in place).
+template <class D>
+__global__ void __launch_bounds__(kThreads) apply_kernel(Parts<D> w, int n, int n_p, int step) {
+  using R = sreal_t<D>;
+  __shared__ D rotation[kPair * kPair];
+  const int nb = n_p / kBlock, per_matrix = nb / 2;
+  const long long pp = blockIdx.x;
+  const long long b = pp / per_matrix;
+  if (w.active[b] == 0) return;
+  const int k = static_cast<int>(pp % per_matrix);
+  int p, q;
+  round_robin_pair(nb, step, k, p, q);
+  auto column = [&](int c) { return c < kBlock ? p * kBlock + c : q * kBlock + (c - kBlock); };
+  D* y = w.y + b * static_cast<long long>(n) * n_p;
+  const D* c_pair = w.c + pp * static_cast<long long>(n) * kPair;
+  for (int e = threadIdx.x; e < n * kPair; e += blockDim.x) {
+    const int i = e % n, c = e / n;
+    y[i + static_cast<long long>(column(c)) * n] = c_pair[e];
+  }
+  if (w.vy == nullptr) return;
+  for (int e = threadIdx.x; e < kPair * kPair; e += blockDim.x) rotation[e] = w.vr[pp * kPair * kPair + e];
+  __syncthreads();
+  D* v = w.vy + b * static_cast<long long>(n_p) * n_p;
+  for (int row = threadIdx.x; row < n_p; row += blockDim.x) {
+    D old[kPair];
+#pragma unroll
+    for (int c = 0; c < kPair; ++c) old[c] = v[row + static_cast<long long>(column(c)) * n_p];
+#pragma unroll 4
+    for (int c = 0; c < kPair; ++c) {
+      D acc = from_real<D>(R(0));
+#pragma unroll
+      for (int i = 0; i < kPair; ++i) acc = fma_(acc, old[i], rotation[i + c * kPair]);
+      v[row + static_cast<long long>(column(c)) * n_p] = acc;
+    }
+  }
+}
+
+// Per matrix, after a sweep: converged when no R_k of the sweep showed a cosine above tol; out of
+// sweeps at max_sweeps. One block; thread 0 tells the graph whether to run another sweep.
+template <class R>
+__global__ void __launch_bounds__(1024) sweep_end_kernel(int* active, int* state, int* sweeps, R* sweep_off,
+                                                         R* last_off, long long count, R tol, int max_sweeps,
+                                                         cudaGraphConditionalHandle handle, bool use_handle) {
+  int any = 0;
+  for (long long b = threadIdx.x; b < count; b += blockDim.x) {
+    if (active[b] == 0) continue;
+    const int done = ++sweeps[b];
+    const R off = sweep_off[b];
+    last_off[b] = off;
+    sweep_off[b] = R(0);
+    if (off <= tol) {
+      active[b] = 0;
+      state[b] = status::ok;
+    } else if (done >= max_sweeps) {
+      active[b] = 0;
+      state[b] = status::no_convergence;
+    } else {
+      any = 1;
+    }
+  }
+  any = __syncthreads_or(any);
+  if (threadIdx.x == 0 && use_handle) cudaGraphSetConditional(handle, any ? 1u : 0u);
+}
+
+// ---- final: σ, Y's U and V_y sorted, info ---------------------------------------------------------------
+// A block per matrix. σ of all n_p columns (zero padding columns sort last), ranks by a scan of
+// σ (O(n_p²) comparisons over the block), y_j/σ_j into u (zeros below row n, to u_rows), V_y's
+// columns into v (zeros below row n, to v_rows) and into the workspace T for the refinement.
+template <class D>
+__global__ void __launch_bounds__(kThreads) final_kernel(BlockJacobiArgs<D> args, Parts<D> w, int n_p) {
+  using R = sreal_t<D>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  R* sigma = reinterpret_cast<R*>(smem_raw);
+  int* rank = reinterpret_cast<int*>(smem_raw + align256(sizeof(R) * n_p));
+  D* coefficient = reinterpret_cast<D*>(smem_raw + align256(sizeof(R) * n_p) + align256(sizeof(int) * n_p));
+  __shared__ R warp_best[kThreads / 32];
+  __shared__ int warp_row[kThreads / 32];
+  __shared__ R norm_shared;
+  const long long b = blockIdx.x;
+  const int n = args.n, tid = threadIdx.x, threads = blockDim.x;
+  const int warp = tid >> 5, lane = tid & 31, warps = threads >> 5;
+  const D zero = from_real<D>(R(0));
+  const int state = w.status[b];
+  D* U = args.u != nullptr ? args.u + b * args.stride_u : nullptr;
+  D* V = args.v != nullptr ? args.v + b * args.stride_v : nullptr;
+  D* T = w.w + b * static_cast<long long>(n) * n;
+  if (state == status::non_finite_input) {
+    for (int j = tid; j < n; j += threads) args.s[b * n + j] = R(NAN);
+    if (U != nullptr)
+      for (long long e = tid; e < static_cast<long long>(args.u_rows) * n; e += threads)
+        U[e % args.u_rows + (e / args.u_rows) * args.ldu] = nan_value<D>();
+    if (V != nullptr) {
+      const int v_rows = max(args.v_rows, n);
+      for (long long e = tid; e < static_cast<long long>(v_rows) * n; e += threads)
+        V[e % v_rows + (e / v_rows) * args.ldv] = nan_value<D>();
+      for (long long e = tid; e < static_cast<long long>(n) * n; e += threads) T[e] = nan_value<D>();
+    }
+    if (tid == 0) args.info[b] = SvdInfo{status::non_finite_input, 0, double(NAN)};
+    return;
+  }
+  const D* y = w.y + b * static_cast<long long>(n) * n_p;
+  for (int j = warp; j < n_p; j += warps) {
+    R ss = R(0);
+    for (int i = lane; i < n; i += 32) ss += abs2(y[i + static_cast<long long>(j) * n]);
+    ss = warp_sum(ss);
+    if (lane == 0) sigma[j] = sqrt(ss);
+  }
+  __syncthreads();
+  for (int j = tid; j < n_p; j += threads) {
+    int r = 0;
+    for (int t = 0; t < n_p; ++t) r += (sigma[t] > sigma[j] || (sigma[t] == sigma[j] && t < j)) ? 1 : 0;
+    rank[j] = r;
+  }
+  __syncthreads();
+  const int exponent = w.exponent[b];
+  for (int j = tid; j < n_p; j += threads)
+    if (rank[j] < n) args.s[b * n + rank[j]] = scaled(sigma[j], exponent);
+  if (tid == 0) args.info[b] = SvdInfo{w.status[b], w.sweeps[b], double(w.last_off[b])};
+  if (U != nullptr) {
+    for (int j = 0; j < n_p; ++j) {
+      if (rank[j] >= n) continue;
+      D* column = U + static_cast<long long>(rank[j]) * args.ldu;
+      const R s = sigma[j];
+      for (int i = tid; i < args.u_rows; i += threads) {
+        const int row = args.u_row_map != nullptr && i < n ? args.u_row_map[b * n + i] : i;
+        column[row] = i < n && s > R(0) ? divided(y[i + static_cast<long long>(j) * n], s) : zero;
+      }
+    }
+    __syncthreads();
+    // Zero columns (a rank-deficient R): e_c for the row of least energy in the columns found so
+    // far, orthogonalised twice against them (as in gesvj_cuda_block.cu). Columns of U by rank:
+    // sigma_by_rank(i) > 0, or completed, means done.
+    for (int z = 0; z < n; ++z) {
+      // The column of rank z: zero σ sort last, so these are the last ranks.
+      bool zero_column = false;
+      for (int j = 0; j < n_p; ++j)
+        if (rank[j] == z) zero_column = !(sigma[j] > R(0));
+      if (!zero_column) continue;
+      R best = R(INFINITY);
+      int best_row = INT_MAX;
+      for (int i = tid; i < n; i += threads) {
+        R energy = R(0);
+        for (int d = 0; d < z; ++d) energy += abs2(U[i + static_cast<long long>(d) * args.ldu]);
+        if (energy < best || (energy == best && i < best_row)) {
+          best = energy;
+          best_row = i;
+        }
+      }
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        const R other = __shfl_xor_sync(0xffffffffu, best, offset);
+        const int other_row = __shfl_xor_sync(0xffffffffu, best_row, offset);
+        if (other < best || (other == best && other_row < best_row)) {
+          best = other;
+          best_row = other_row;
+        }
+      }
+      if (lane == 0) {
+        warp_best[warp] = best;
+        warp_row[warp] = best_row;
+      }
+      __syncthreads();
+      int c = warp_row[0];
+      R c_best = warp_best[0];
+      for (int v = 1; v < warps; ++v)
+        if (warp_best[v] < c_best || (warp_best[v] == c_best && warp_row[v] < c)) {
+          c_best = warp_best[v];
+          c = warp_row[v];
+        }
+      D* x = U + static_cast<long long>(z) * args.ldu;
+      for (int i = tid; i < n; i += threads) x[i] = from_real<D>(R(i == c ? 1 : 0));
+      __syncthreads();
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int d = warp; d < z; d += warps) {
+          D dot = zero;
+          for (int i = lane; i < n; i += 32) dot = fma_conj(dot, U[i + static_cast<long long>(d) * args.ldu], x[i]);
+          dot = warp_sum(dot);
+          if (lane == 0) coefficient[d] = dot;
+        }
+        __syncthreads();
+        for (int i = tid; i < n; i += threads) {
+          D value = x[i];
+          for (int d = 0; d < z; ++d) value = value - coefficient[d] * U[i + static_cast<long long>(d) * args.ldu];
+          x[i] = value;
+        }
+        __syncthreads();
+      }
+      if (warp == 0) {
+        R ss = R(0);
+        for (int i = lane; i < n; i += 32) ss += abs2(x[i]);
+        ss = warp_sum(ss);
+        if (lane == 0) norm_shared = sqrt(ss);
+      }
+      __syncthreads();
+      const R norm = norm_shared;
+      for (int i = tid; i < n; i += threads) x[i] = divided(x[i], norm);
+      __syncthreads();
+    }
+  }
+  if (V != nullptr) {
+    const D* vy = w.vy + b * static_cast<long long>(n_p) * n_p;
+    const int v_rows = max(args.v_rows, n);
+    for (int j = 0; j < n_p; ++j) {
+      if (rank[j] >= n) continue;
+      for (int i = tid; i < v_rows; i += threads) {
+        const D value = i < n ? vy[i + static_cast<long long>(j) * n_p] : zero;
+        V[i + static_cast<long long>(rank[j]) * args.ldv] = value;
+        if (i < n) T[i + static_cast<long long>(rank[j]) * n] = value;
+      }
+    }
+  }
+}
+
+// G ← ½·(G − I), count n × n matrices.
+template <class D>
+__global__ void __launch_bounds__(kThreads) half_minus_identity_kernel(D* g, int n) {
+  using R = sreal_t<D>;
+  D* m = g + static_cast<long long>(blockIdx.x) * n * n;
+  for (long long e = threadIdx.x; e < static_cast<long long>(n) * n; e += blockDim.x) {
+    D x = m[e];
+    if (e % n == e / n) x = x - from_real<D>(R(1));
+    m[e] = x * R(0.5);
+  }
+}
+
+// ---- cuBLAS batched GEMM for the four element types ----------------------------------------------------
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, float alpha, const float* a, int lda,
+                    long long sa, const float* b, int ldb, long long sb, float beta, float* c, int ldc, long long sc,
+                    int count) {
+  return cublasSgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, count);
+}
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, double alpha, const double* a, int lda,
+                    long long sa, const double* b, int ldb, long long sb, double beta, double* c, int ldc, long long sc,
+                    int count) {
+  return cublasDgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, count);
+}
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, Cx<float> alpha, const Cx<float>* a,
+                    int lda, long long sa, const Cx<float>* b, int ldb, long long sb, Cx<float> beta, Cx<float>* c,
+                    int ldc, long long sc, int count) {
+  return cublasCgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, reinterpret_cast<const cuComplex*>(&alpha),
+                                   reinterpret_cast<const cuComplex*>(a), lda, sa, reinterpret_cast<const cuComplex*>(b),
+                                   ldb, sb, reinterpret_cast<const cuComplex*>(&beta), reinterpret_cast<cuComplex*>(c),
+                                   ldc, sc, count);
+}
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, Cx<double> alpha,
+                    const Cx<double>* a, int lda, long long sa, const Cx<double>* b, int ldb, long long sb,
+                    Cx<double> beta, Cx<double>* c, int ldc, long long sc, int count) {
+  return cublasZgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, reinterpret_cast<const cuDoubleComplex*>(&alpha),
+                                   reinterpret_cast<const cuDoubleComplex*>(a), lda, sa,
+                                   reinterpret_cast<const cuDoubleComplex*>(b), ldb, sb,
+                                   reinterpret_cast<const cuDoubleComplex*>(&beta),
+                                   reinterpret_cast<cuDoubleComplex*>(c), ldc, sc, count);
+}
+
+bool use_graph() {
+  static const bool value = [] {
+    const char* text = std::getenv("COVFLOW_GESVJ_GRAPH");
+    return !(text != nullptr && std::string_view(text) == "0");
+  }();
+  return value;
+}
+
+}  // namespace
+
+template <class T>
+std::size_t block_jacobi_workspace(int n, long long count, bool with_u, bool with_v) {
+  return Parts<device_t<T>>(n, count, with_u, with_v, nullptr).bytes;
+}
+
+template <class T>
+void block_jacobi(CudaContext& context, const BlockJacobiArgs<device_t<T>>& args, void* workspace) {
+  using D = device_t<T>;
+  using R = sreal_t<D>;
+  cudaStream_t stream = context.stream();
+  const int n = args.n, n_p = padded_columns(n);
+  const int nb = n_p / kBlock, per_matrix = nb / 2;
+  const long long count = args.count, pairs = count * per_matrix;
+  const bool with_v = args.v != nullptr;
+  const Parts<D> w(n, count, args.u != nullptr, with_v, static_cast<unsigned char*>(workspace));
+
+  init_kernel<D><<<static_cast<unsigned>(count), kThreads, 0, stream>>>(args, w, n_p);
+  COVFLOW_CHECK_LAUNCH();
+
+  // The pair problems: W_k (n × 2b, its R on top after geqrf) and C_k.
+  const Batch<T> w_batch{reinterpret_cast<T*>(w.w), n, kPair, n, static_cast<std::int64_t>(n) * kPair, pairs};
+  const Batch<T> c_batch{reinterpret_cast<T*>(w.c), n, kPair, n, static_cast<std::int64_t>(n) * kPair, pairs};
+  Problem<D> inner;
+  inner.count = pairs;
+  inner.m = kPair;
+  inner.n = kPair;
+  inner.a = w.w;
+  inner.lda = n;
+  inner.stride_a = static_cast<long long>(n) * kPair;
+  inner.upper = true;
+  inner.u = w.c;
+  inner.ldu = n;
+  inner.stride_u = static_cast<long long>(n) * kPair;
+  inner.u_rows = n;
+  inner.v = w.vr;
+  inner.ldv = kPair;
+  inner.stride_v = kPair * kPair;
+  inner.max_sweeps = 30;
+  inner.tol = static_cast<R>(std::sqrt(double(kPair))) * std::numeric_limits<R>::epsilon();
+  inner.pair_mode = true;
+  inner.pairs_per_matrix = per_matrix;
+  inner.outer_active = w.active;
+  inner.outer_off = w.sweep_off;
+
+  auto sweep = [&](cudaGraphConditionalHandle handle, bool use_handle) {
+    for (int step = 0; step < nb - 1; ++step) {
+      gather_kernel<D><<<static_cast<unsigned>(pairs), kThreads, 0, stream>>>(w.y, w.w, n, n_p, step);
+      COVFLOW_CHECK_LAUNCH();
+      geqrf_cuda<T>(context, w_batch, {reinterpret_cast<T*>(w.tau), static_cast<std::size_t>(pairs) * kPair},
+                    {w.qr_info, static_cast<std::size_t>(pairs)});
+      launch_warp(inner, stream);
+      unmqr_cuda<T>(context, Side::left, Op::none, Batch<const T>(w_batch),
+                    {reinterpret_cast<const T*>(w.tau), static_cast<std::size_t>(pairs) * kPair}, c_batch);
+      apply_kernel<D><<<static_cast<unsigned>(pairs), kThreads, 0, stream>>>(w, n, n_p, step);
+      COVFLOW_CHECK_LAUNCH();
+    }
+    sweep_end_kernel<R><<<1, 1024, 0, stream>>>(w.active, w.status, w.sweeps, w.sweep_off, w.last_off, count, args.tol,
+                                               args.max_sweeps, handle, use_handle);
+    COVFLOW_CHECK_LAUNCH();
+  };
+
+  bool done = false;
+  if (use_graph()) {
+    // One sweep captured as the body of a "while" node; sweep_end_kernel sets its condition.
+    cudaGraph_t graph = nullptr;
+    COVFLOW_CUDA_TRY(cudaGraphCreate(&graph, 0));
+    cudaGraphConditionalHandle handle{};
+    COVFLOW_CUDA_TRY(cudaGraphConditionalHandleCreate(&handle, graph, 1, cudaGraphCondAssignDefault));
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = cudaGraphCondTypeWhile;
+    params.conditional.size = 1;
+    cudaGraphNode_t node = nullptr;
+    COVFLOW_CUDA_TRY(cudaGraphAddNode(&node, graph, nullptr, nullptr, 0, &params));
+    cudaGraph_t body = params.conditional.phGraph_out[0];
+    COVFLOW_CUDA_TRY(cudaStreamBeginCaptureToGraph(stream, body, nullptr, nullptr, 0, cudaStreamCaptureModeRelaxed));
+    try {
+      sweep(handle, true);
+    } catch (...) {
+      cudaGraph_t discarded = nullptr;
+      cudaStreamEndCapture(stream, &discarded);
+      cudaGraphDestroy(graph);
+      throw;
+    }
+    cudaGraph_t captured = nullptr;
+    COVFLOW_CUDA_TRY(cudaStreamEndCapture(stream, &captured));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    if (instantiated == cudaSuccess) {
+      const cudaError_t launched = cudaGraphLaunch(exec, stream);
+      COVFLOW_CUDA_TRY_NO_THROW(cudaGraphExecDestroy(exec));  // freed once the launch completes
+      COVFLOW_CUDA_TRY_NO_THROW(cudaGraphDestroy(graph));
+      COVFLOW_CUDA_TRY(launched);
+      done = true;
+    } else {
+      (void)cudaGetLastError();
+      COVFLOW_CUDA_TRY_NO_THROW(cudaGraphDestroy(graph));
+    }
+  }
+  if (!done)
+    for (int s = 0; s < args.max_sweeps; ++s) sweep(cudaGraphConditionalHandle{}, false);
+
+  const std::size_t smem = align256(sizeof(R) * n_p) + align256(sizeof(int) * n_p) + sizeof(D) * n;
+  if (smem > 48 * 1024)
+    COVFLOW_CUDA_TRY(cudaFuncSetAttribute(final_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  final_kernel<D><<<static_cast<unsigned>(count), kThreads, smem, stream>>>(args, w, n_p);
+  COVFLOW_CHECK_LAUNCH();
+
+  if (with_v) {
+    // V ← V − ½·V·(VᴴV − I): G = TᴴT (T: V's copy in W), G ← ½(G − I), V ← V − T·G.
+    const long long nn = static_cast<long long>(n) * n;
+    const D one = from_real<D>(R(1)), zero = from_real<D>(R(0)), minus_one = from_real<D>(R(-1));
+    const cublasOperation_t adjoint = is_cx<D> ? CUBLAS_OP_C : CUBLAS_OP_T;
+    COVFLOW_CUBLAS_TRY(gemm(context.cublas(), adjoint, n, n, n, one, w.w, n, nn, w.w, n, nn, zero, w.c, n, nn,
+                            static_cast<int>(count)));
+    half_minus_identity_kernel<D><<<static_cast<unsigned>(count), kThreads, 0, stream>>>(w.c, n);
+    COVFLOW_CHECK_LAUNCH();
+    COVFLOW_CUBLAS_TRY(gemm(context.cublas(), CUBLAS_OP_N, n, n, n, minus_one, w.w, n, nn, w.c, n, nn, one, args.v,
+                            static_cast<int>(args.ldv), args.stride_v, static_cast<int>(count)));
+  }
+}
+
+#define COVFLOW_GESVJ_BLOCK_JACOBI(T)                                                      \
+  template std::size_t block_jacobi_workspace<T>(int, long long, bool, bool);              \
+  template void block_jacobi<T>(CudaContext&, const BlockJacobiArgs<device_t<T>>&, void*);
+COVFLOW_GESVJ_BLOCK_JACOBI(f32)
+COVFLOW_GESVJ_BLOCK_JACOBI(f64)
+COVFLOW_GESVJ_BLOCK_JACOBI(cf32)
+COVFLOW_GESVJ_BLOCK_JACOBI(cf64)
+#undef COVFLOW_GESVJ_BLOCK_JACOBI
+
+}  // namespace covflow::linalg::detail::svdj
