@@ -1,4 +1,4 @@
-// `covflow linalg heev` and `covflow linalg cholupdate` on NumPy files.
+// `covflow linalg heev`, `cholupdate`, `qr` and `svd` on NumPy files.
 //
 // Layout: an NPY array is row-major (C order) unless its header says fortran_order; covflow's
 // linalg is column-major. Each matrix is copied into a packed column-major batch on the way in and
@@ -7,7 +7,8 @@
 // k of the eigenvector matrix is V[..., :, k]. (Reading the C-order bytes in place as column-major
 // would hand linalg the transpose — the conjugate, for a Hermitian matrix — with the triangles
 // swapped and conjugated eigenvectors; the copy costs O(n²) against heev's O(n³) and leaves no
-// such mapping to get wrong.)
+// such mapping to get wrong.) qr and svd copy the same way; their outputs go back to C order, and
+// Vh = Vᴴ needs no reordering at all: V's column-major elements, conjugated, are Vh's in C order.
 #include "common/linalg_cli.hpp"
 
 #include <algorithm>
@@ -29,8 +30,11 @@
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/exec.hpp"
 #include "covflow/linalg/heev.hpp"
+#include "covflow/linalg/qr.hpp"
+#include "covflow/linalg/svd.hpp"
 #include "covflow/linalg/types.hpp"
 #if COVFLOW_HAS_CUDA
+#include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
 #endif
@@ -407,6 +411,265 @@ int cholupdate_typed(const CholupdateRequest& request, const io::NpyArray& facto
   return exit_code::numerical;
 }
 
+// ---- qr and svd --------------------------------------------------------------------------------
+
+template <class T>
+T conj_of(T v) {
+  if constexpr (la::is_complex_v<T>) return std::conj(v);
+  else return v;
+}
+
+template <class T>
+T nan_of() {
+  return T(std::numeric_limits<la::real_t<T>>::quiet_NaN());
+}
+
+// Matrices whose info is not 0, grouped by reason in the order first met, reported on stderr in
+// heev's words.
+struct FailedMatrices {
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> by_reason;
+  std::uint64_t count = 0;
+
+  void add(std::uint64_t index, const std::string& reason) {
+    ++count;
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& f) { return f.first == reason; });
+    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {reason, {}});
+    it->second.push_back(index);
+  }
+
+  // One line naming them, and the exit code: ok when none failed, numerical otherwise.
+  int report(std::ostream& err, const std::string& command, const path& input, const Stack& s,
+             const std::string& written) const {
+    if (count == 0) return exit_code::ok;
+    err << command << ": " << input.string() << ": ";
+    if (s.batched) {
+      err << count << " of " << s.count << (s.count == 1 ? " matrix" : " matrices") << " failed, written as NaN in "
+          << written << ":";
+      const char* separator = " ";
+      for (const auto& [reason, indices] : by_reason) {
+        err << separator << (indices.size() == 1 ? "matrix " : "matrices ") << index_list(indices) << " (" << reason
+            << ")";
+        separator = "; ";
+      }
+    } else {
+      err << "the matrix failed (" << by_reason.front().first << "), written as NaN in " << written;
+    }
+    err << "\n";
+    return exit_code::numerical;
+  }
+};
+
+// "A", "A and B", "A, B and C".
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : (i + 1 == items.size() ? " and " : ", ")) + items[i];
+  return out;
+}
+
+std::string status_reason(int status) {
+  if (status == la::status::non_finite_input) return "NaN or Inf in the matrix";
+  if (status == la::status::no_convergence) return "no convergence";
+  if (status == kUnwritten) return "not computed (info never written)";
+  return "info " + std::to_string(status);
+}
+
+std::string matrices_phrase(const Stack& s) {
+  return (s.batched ? std::to_string(s.count) + " matrices " : std::string("one matrix ")) + std::to_string(s.rows) +
+         "×" + std::to_string(s.cols);
+}
+
+template <class T>
+int qr_typed(const QrRequest& request, const io::NpyArray& input, const Stack& s, std::ostream& out,
+             std::ostream& err) {
+  const std::string command = "covflow linalg qr";
+  const auto m = static_cast<std::int64_t>(s.rows), n = static_cast<std::int64_t>(s.cols);
+  const std::int64_t k = std::min(m, n);
+  // Matrices with no element (k = 0) have nothing to factor: none goes to linalg (a batch of them
+  // may be 2^31 − 1 long); their Q and R hold no element either.
+  const auto count = k == 0 ? std::int64_t(0) : static_cast<std::int64_t>(s.count);
+  const bool want_q = !request.q.empty();
+  const std::size_t a_elements = static_cast<std::size_t>(m * n), q_elements = static_cast<std::size_t>(m * k);
+
+  std::vector<T> a = to_column_major<T>(input, s);
+  std::vector<T> tau(static_cast<std::size_t>(count * k), nan_of<T>());
+  std::vector<T> q(want_q ? static_cast<std::size_t>(count) * q_elements : 0, nan_of<T>());
+  std::vector<int> info(static_cast<std::size_t>(count), kUnwritten);
+
+  const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
+    if (count == 0) return;
+#if COVFLOW_HAS_CUDA
+    if (exec.is_cuda()) {
+      la::CudaContext& context = exec.cuda_context();
+      context.make_current();
+      const cudaStream_t stream = context.stream();
+      la::cuda::DeviceBuffer<T> device_a(a.size()), device_tau(tau.size()), device_q(q.size());
+      la::cuda::DeviceBuffer<int> device_info(info.size());
+      device_a.upload(a, stream);
+      device_tau.fill_bytes(0xff, stream);
+      device_info.fill_bytes(0x7f, stream);  // kUnwritten
+      la::geqrf<T>(exec, la::Batch<T>::packed(device_a.data(), m, n, count), {device_tau.data(), device_tau.size()},
+                   {device_info.data(), device_info.size()});
+      if (want_q) {
+        // The reflectors of Q's k columns are the first k columns of each factored matrix: its
+        // first m·k elements, column-major.
+        if (q_elements == a_elements || count == 1)
+          COVFLOW_CUDA_TRY(cudaMemcpyAsync(device_q.data(), device_a.data(), q.size() * sizeof(T),
+                                           cudaMemcpyDeviceToDevice, stream));
+        else
+          COVFLOW_CUDA_TRY(cudaMemcpy2DAsync(device_q.data(), q_elements * sizeof(T), device_a.data(),
+                                             a_elements * sizeof(T), q_elements * sizeof(T),
+                                             static_cast<std::size_t>(count), cudaMemcpyDeviceToDevice, stream));
+        la::ungqr<T>(exec, la::Batch<T>::packed(device_q.data(), m, k, count),
+                     std::span<const T>(device_tau.data(), device_tau.size()));
+        device_q.download(q, stream);
+      }
+      device_a.download(a, stream);
+      device_info.download(info, stream);
+      exec.synchronize();
+      return;
+    }
+#endif
+    la::geqrf<T>(exec, la::Batch<T>::packed(a.data(), m, n, count), tau, info);
+    if (want_q) {
+      for (std::int64_t b = 0; b < count; ++b)
+        std::copy_n(a.begin() + b * std::int64_t(a_elements), q_elements, q.begin() + b * std::int64_t(q_elements));
+      la::ungqr<T>(exec, la::Batch<T>::packed(q.data(), m, k, count), std::span<const T>(tau));
+    }
+  });
+
+  // R: the upper triangle of the first k rows of each factored matrix, zeros below, in C order.
+  std::vector<T> r(static_cast<std::size_t>(count * k * n), T(0));
+  for (std::int64_t b = 0; b < count; ++b)
+    for (std::int64_t i = 0; i < k; ++i)
+      for (std::int64_t j = i; j < n; ++j) r[(b * k + i) * n + j] = a[b * m * n + i + j * m];
+
+  FailedMatrices failures;
+  for (std::int64_t b = 0; b < count; ++b) {
+    if (info[b] == 0) continue;
+    failures.add(static_cast<std::uint64_t>(b), status_reason(info[b]));
+    std::fill_n(r.begin() + b * k * n, k * n, nan_of<T>());
+    if (want_q) std::fill_n(q.begin() + b * std::int64_t(q_elements), q_elements, nan_of<T>());
+  }
+
+  std::vector<std::string> wrote, names;
+  auto shape = [&](std::uint64_t rows, std::uint64_t cols) {
+    return s.batched ? std::vector<std::uint64_t>{s.count, rows, cols} : std::vector<std::uint64_t>{rows, cols};
+  };
+  if (want_q) {
+    io::NpyArray q_array{input.dtype, shape(s.rows, std::uint64_t(k)), false,
+                         column_major_to_c_order(q, Stack{std::uint64_t(count), s.rows, std::uint64_t(k), s.batched})};
+    store(request.q, q_array);
+    wrote.push_back(request.q.string() + " " + describe(q_array));
+    names.push_back(request.q.string());
+  }
+  if (!request.r.empty()) {
+    io::NpyArray r_array{input.dtype, shape(std::uint64_t(k), s.cols), false, raw_bytes(r)};
+    store(request.r, r_array);
+    wrote.push_back(request.r.string() + " " + describe(r_array));
+    names.push_back(request.r.string());
+  }
+  out << "qr: " << matrices_phrase(s) << " " << io::numpy_name(input.dtype) << " on " << device_name(backend)
+      << ": wrote " << joined(wrote) << "\n";
+  return failures.report(err, command, request.input, s, joined(names));
+}
+
+template <class T>
+int svd_typed(const SvdRequest& request, const io::NpyArray& input, const Stack& s, std::ostream& out,
+              std::ostream& err) {
+  using R = la::real_t<T>;
+  const std::string command = "covflow linalg svd";
+  const auto m = static_cast<std::int64_t>(s.rows), n = static_cast<std::int64_t>(s.cols);
+  const std::int64_t k = std::min(m, n);
+  // As for qr: matrices with no element go nowhere, and their outputs hold no element.
+  const auto count = k == 0 ? std::int64_t(0) : static_cast<std::int64_t>(s.count);
+  const bool want_u = !request.u.empty(), want_v = !request.vh.empty();
+  const la::SvdOptions options{.u = want_u, .v = want_v};
+
+  std::vector<T> a = to_column_major<T>(input, s);
+  std::vector<R> values(static_cast<std::size_t>(count * k), std::numeric_limits<R>::quiet_NaN());
+  std::vector<T> u(want_u ? static_cast<std::size_t>(count * m * k) : 0, nan_of<T>());
+  std::vector<T> v(want_v ? static_cast<std::size_t>(count * n * k) : 0, nan_of<T>());
+  std::vector<la::SvdInfo> info(static_cast<std::size_t>(count));
+  for (auto& i : info) i.status = kUnwritten;
+
+  const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
+    if (count == 0) return;
+#if COVFLOW_HAS_CUDA
+    if (exec.is_cuda()) {
+      la::CudaContext& context = exec.cuda_context();
+      context.make_current();
+      const cudaStream_t stream = context.stream();
+      la::cuda::DeviceBuffer<T> device_a(a.size()), device_u(u.size()), device_v(v.size());
+      la::cuda::DeviceBuffer<R> device_values(values.size());
+      la::cuda::DeviceBuffer<la::SvdInfo> device_info(info.size());
+      device_a.upload(a, stream);
+      device_values.fill_bytes(0xff, stream);  // NaN: an unwritten singular value shows
+      device_u.fill_bytes(0xff, stream);
+      device_v.fill_bytes(0xff, stream);
+      device_info.fill_bytes(0x7f, stream);  // status kUnwritten
+      la::gesvj<T>(exec, la::Batch<T>::packed(device_a.data(), m, n, count),
+                   {device_values.data(), device_values.size()},
+                   want_u ? la::Batch<T>::packed(device_u.data(), m, k, count) : la::Batch<T>{},
+                   want_v ? la::Batch<T>::packed(device_v.data(), n, k, count) : la::Batch<T>{},
+                   {device_info.data(), device_info.size()}, options);
+      device_values.download(values, stream);
+      if (want_u) device_u.download(u, stream);
+      if (want_v) device_v.download(v, stream);
+      device_info.download(info, stream);
+      exec.synchronize();
+      return;
+    }
+#endif
+    la::gesvj<T>(exec, la::Batch<T>::packed(a.data(), m, n, count), values,
+                 want_u ? la::Batch<T>::packed(u.data(), m, k, count) : la::Batch<T>{},
+                 want_v ? la::Batch<T>::packed(v.data(), n, k, count) : la::Batch<T>{}, info, options);
+  });
+
+  FailedMatrices failures;
+  for (std::int64_t b = 0; b < count; ++b) {
+    const int status = info[b].status;
+    if (status == 0) continue;
+    failures.add(static_cast<std::uint64_t>(b), status == la::status::no_convergence
+                                                    ? "no convergence in " + std::to_string(info[b].sweeps) + " sweeps"
+                                                    : status_reason(status));
+    std::fill_n(values.begin() + b * k, k, std::numeric_limits<R>::quiet_NaN());
+    if (want_u) std::fill_n(u.begin() + b * m * k, m * k, nan_of<T>());
+    if (want_v) std::fill_n(v.begin() + b * n * k, n * k, nan_of<T>());
+  }
+
+  std::vector<std::string> wrote, names;
+  io::NpyArray s_array{io::real_dtype(input.dtype),
+                       s.batched ? std::vector<std::uint64_t>{s.count, std::uint64_t(k)}
+                                 : std::vector<std::uint64_t>{std::uint64_t(k)},
+                       false, raw_bytes(values)};
+  store(request.values, s_array);
+  wrote.push_back(request.values.string() + " " + describe(s_array));
+  names.push_back(request.values.string());
+  auto shape = [&](std::uint64_t rows, std::uint64_t cols) {
+    return s.batched ? std::vector<std::uint64_t>{s.count, rows, cols} : std::vector<std::uint64_t>{rows, cols};
+  };
+  if (want_u) {
+    io::NpyArray u_array{input.dtype, shape(s.rows, std::uint64_t(k)), false,
+                         column_major_to_c_order(u, Stack{std::uint64_t(count), s.rows, std::uint64_t(k), s.batched})};
+    store(request.u, u_array);
+    wrote.push_back(request.u.string() + " " + describe(u_array));
+    names.push_back(request.u.string());
+  }
+  if (want_v) {
+    // Vh[b, i, j] = conj(V_b(j, i)): in C order, element (b·k + i)·n + j, which is V_b(j, i)'s own
+    // column-major index.
+    for (T& x : v) x = conj_of(x);
+    io::NpyArray vh_array{input.dtype, shape(std::uint64_t(k), s.cols), false, raw_bytes(v)};
+    store(request.vh, vh_array);
+    wrote.push_back(request.vh.string() + " " + describe(vh_array));
+    names.push_back(request.vh.string());
+  }
+  out << "svd: " << matrices_phrase(s) << " " << io::numpy_name(input.dtype) << " on " << device_name(backend)
+      << ": wrote " << joined(wrote) << "\n";
+  return failures.report(err, command, request.input, s, joined(names));
+}
+
 template <class Body>
 int guarded(const std::string& command, std::ostream& err, Body&& body) {
   try {
@@ -489,6 +752,39 @@ int run_cholupdate(const CholupdateRequest& request, std::ostream& out, std::ost
   });
 }
 
+int run_qr(const QrRequest& request, std::ostream& out, std::ostream& err) {
+  return guarded("covflow linalg qr", err, [&]() -> int {
+    if (request.q.empty() && request.r.empty()) fail(exit_code::usage, "give --q, --r or both");
+    if (request.q == request.r) fail(exit_code::usage, "--q and --r name the same file");
+    const io::NpyArray input = load(request.input);
+    const Stack s = stack_of(input, request.input, "(batch, m, n) or (m, n) matrices");
+    switch (input.dtype) {
+      case io::NpyDtype::complex128: return qr_typed<la::cf64>(request, input, s, out, err);
+      case io::NpyDtype::complex64: return qr_typed<la::cf32>(request, input, s, out, err);
+      case io::NpyDtype::float64: return qr_typed<la::f64>(request, input, s, out, err);
+      case io::NpyDtype::float32: return qr_typed<la::f32>(request, input, s, out, err);
+    }
+    fail(exit_code::internal_error, "unhandled dtype");
+  });
+}
+
+int run_svd(const SvdRequest& request, std::ostream& out, std::ostream& err) {
+  return guarded("covflow linalg svd", err, [&]() -> int {
+    if (request.values.empty()) fail(exit_code::usage, "--s is required");
+    if (request.values == request.u || request.values == request.vh || (!request.u.empty() && request.u == request.vh))
+      fail(exit_code::usage, "--s, --u and --vh must name different files");
+    const io::NpyArray input = load(request.input);
+    const Stack s = stack_of(input, request.input, "(batch, m, n) or (m, n) matrices");
+    switch (input.dtype) {
+      case io::NpyDtype::complex128: return svd_typed<la::cf64>(request, input, s, out, err);
+      case io::NpyDtype::complex64: return svd_typed<la::cf32>(request, input, s, out, err);
+      case io::NpyDtype::float64: return svd_typed<la::f64>(request, input, s, out, err);
+      case io::NpyDtype::float32: return svd_typed<la::f32>(request, input, s, out, err);
+    }
+    fail(exit_code::internal_error, "unhandled dtype");
+  });
+}
+
 // ---- CLI11 wiring ------------------------------------------------------------------------------
 
 LinalgCommands::LinalgCommands(CLI::App& app) {
@@ -520,6 +816,27 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
   cholupdate_->add_option("--device", chol_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
+
+  qr_ = group_->add_subcommand("qr", "QR factorisation A = Q R, as numpy.linalg.qr(A, mode='reduced')");
+  qr_->add_option("input", qr_input_, "A.npy: (m, n) or (batch, m, n); complex128, complex64, float64 or float32")
+      ->required();
+  qr_->add_option("--q", qr_q_, "Write Q here: (..., m, k), k = min(m, n), orthonormal columns");
+  qr_->add_option("--r", qr_r_, "Write R here: (..., k, n), upper triangular");
+  qr_->add_option("--device", qr_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  svd_ = group_->add_subcommand(
+      "svd", "Singular values (descending) and vectors, as numpy.linalg.svd(A, full_matrices=False)");
+  svd_->add_option("input", svd_input_, "A.npy: (m, n) or (batch, m, n); complex128, complex64, float64 or float32")
+      ->required();
+  svd_->add_option("--s", svd_values_, "Write the singular values here: (..., k), k = min(m, n), descending")
+      ->required();
+  svd_->add_option("--u", svd_u_, "Write the left singular vectors here: (..., m, k)");
+  svd_->add_option("--vh", svd_vh_, "Write the conjugate-transposed right singular vectors here: (..., k, n)");
+  svd_->add_option("--device", svd_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
 }
 
 bool LinalgCommands::parsed() const { return group_->parsed(); }
@@ -542,6 +859,23 @@ int LinalgCommands::run(std::ostream& out, std::ostream& err) const {
     request.sign = chol_sign_.empty() ? '?' : chol_sign_[0];
     request.device = parse_device(chol_device_);
     return run_cholupdate(request, out, err);
+  }
+  if (qr_->parsed()) {
+    QrRequest request;
+    request.input = qr_input_;
+    request.q = qr_q_;
+    request.r = qr_r_;
+    request.device = parse_device(qr_device_);
+    return run_qr(request, out, err);
+  }
+  if (svd_->parsed()) {
+    SvdRequest request;
+    request.input = svd_input_;
+    request.values = svd_values_;
+    request.u = svd_u_;
+    request.vh = svd_vh_;
+    request.device = parse_device(svd_device_);
+    return run_svd(request, out, err);
   }
   return exit_code::usage;
 }

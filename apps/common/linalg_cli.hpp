@@ -3,11 +3,18 @@
 //
 //   covflow linalg heev IN.npy --values W.npy [--vectors V.npy] [--device cpu|cuda|auto] [--uplo L|U]
 //   covflow linalg cholupdate L.npy V.npy --sign +|- --out L2.npy [--device cpu|cuda|auto]
+//   covflow linalg qr A.npy [--q Q.npy] [--r R.npy] [--device cpu|cuda|auto]
+//   covflow linalg svd A.npy --s S.npy [--u U.npy] [--vh Vh.npy] [--device cpu|cuda|auto]
 //
 // heev follows numpy.linalg.eigh exactly: IN is (n, n) or (batch, n, n), complex128, complex64,
 // float64 or float32, in either element order; W is (n,) or (batch, n) of the real type of the
 // same precision, ascending; V has IN's shape with V[..., :, k] the eigenvector of W[..., k];
 // --uplo names the triangle of IN *as numpy indexes it* (row-major) that is read.
+//
+// qr follows numpy.linalg.qr(A, mode="reduced") and svd numpy.linalg.svd(A, full_matrices=False):
+// A is (m, n) or (batch, m, n) of the same four dtypes, k = min(m, n); Q is (…, m, k) and R
+// (…, k, n), upper triangular, A = Q·R; S is (…, k) of the real type, descending, U (…, m, k) and
+// Vh = Vᴴ (…, k, n), A = U·diag(S)·Vh.
 //
 // Each run_* function returns an exit code from common/exit_codes.hpp and reports problems on
 // `err`, one line each, starting with the command and the file they concern.
@@ -50,6 +57,29 @@ struct CholupdateRequest {
 // `err`, and the exit code is exit_code::numerical; the others are written as computed.
 int run_cholupdate(const CholupdateRequest& request, std::ostream& out, std::ostream& err);
 
+struct QrRequest {
+  std::filesystem::path input;
+  std::filesystem::path q;  // Q.npy; empty: not written (and not formed)
+  std::filesystem::path r;  // R.npy; empty: not written. At least one of q and r.
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::geqrf, then linalg::ungqr for Q (from the leading m × m block when m < n). A matrix whose
+// factorisation fails (a NaN or an Inf) is written as NaN in Q and R, named on `err`, and the exit
+// code is exit_code::numerical; the others are written as computed.
+int run_qr(const QrRequest& request, std::ostream& out, std::ostream& err);
+
+struct SvdRequest {
+  std::filesystem::path input;
+  std::filesystem::path values;  // S.npy, always written
+  std::filesystem::path u;       // U.npy; empty: U is not computed
+  std::filesystem::path vh;      // Vh.npy; empty: V is not computed
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::gesvj (one-sided Jacobi). Failures (a NaN or an Inf, no convergence) as for qr.
+int run_svd(const SvdRequest& request, std::ostream& out, std::ostream& err);
+
 // The `linalg` subcommand group on a CLI11 app. Construct it before app.parse(); it must outlive
 // the parse (CLI11 writes the options into it).
 class LinalgCommands {
@@ -65,8 +95,12 @@ class LinalgCommands {
   CLI::App* group_ = nullptr;
   CLI::App* heev_ = nullptr;
   CLI::App* cholupdate_ = nullptr;
+  CLI::App* qr_ = nullptr;
+  CLI::App* svd_ = nullptr;
   std::string heev_input_, heev_values_, heev_vectors_, heev_device_ = "auto", heev_uplo_ = "L";
   std::string chol_factor_, chol_update_, chol_output_, chol_sign_, chol_device_ = "auto";
+  std::string qr_input_, qr_q_, qr_r_, qr_device_ = "auto";
+  std::string svd_input_, svd_values_, svd_u_, svd_vh_, svd_device_ = "auto";
 };
 
 }  // namespace covflow::cli

@@ -4,17 +4,26 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <cstring>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <sstream>
 #include <thread>
 
 #include "covflow/config/build_info.hpp"
 #include "covflow/config/load.hpp"
 #include "covflow/config/schema.hpp"
+#include "covflow/io/npy.hpp"
 #include "covflow/linalg/device.hpp"
+#include "covflow/linalg/types.hpp"
 #include "covflow/stages/ingest.hpp"
 #include "covflow/stages/scenario.hpp"
 #include "replay_test_support.hpp"
+#include "test_support.hpp"
 
 namespace covflow {
 namespace {
@@ -246,6 +255,368 @@ TEST(Cli, CovflowdReplaysAFileInTheShapeOfItsRecords) {
   const Outcome with_k = run(dir, covflowd + " --config cov.yaml --set ingest.file.covariance_snapshots=200");
   EXPECT_EQ(with_k.code, 0) << with_k.err;
   EXPECT_NE(with_k.out.find("frames: in 3  done 3"), std::string::npos) << with_k.out;
+}
+
+// pipeline.stages.subspace.method: svd runs on snapshot frames and is refused, naming the key, for
+// covariance frames: at load time for the generator, when the file is opened for a frame file.
+TEST(Cli, CovflowdSvdMethodRunsOnSnapshotsAndRefusesCovarianceInput) {
+  test::ScratchDir dir;
+  const std::string ipc = "ipc://" + dir.path().string() + "/";
+  const std::string sockets = " --set daemon.results_endpoint=" + ipc + "r --set daemon.reports_endpoint=" + ipc +
+                              "p --set daemon.control_endpoint=" + ipc + "c --set daemon.log_level=error";
+  const Outcome svd = run(dir, covflowd + " --frames 3 --device cpu --set scenario.cells=4 "
+                                          "--set pipeline.stages.subspace.method=svd" + sockets);
+  EXPECT_EQ(svd.code, 0) << svd.err;
+  EXPECT_NE(svd.out.find("frames: in 3  done 3  late "), std::string::npos) << svd.out;
+
+  const Outcome generated = run(dir, covflowd + " --frames 1 --set scenario.payload=covariance "
+                                                "--set pipeline.stages.subspace.method=svd" + sockets);
+  EXPECT_EQ(generated.code, 3) << generated.err;
+  EXPECT_NE(generated.err.find("--set: pipeline.stages.subspace.method: expected eig for an input of covariance frames "
+                               "(scenario.payload is 'covariance')"),
+            std::string::npos)
+      << generated.err;
+
+  ASSERT_EQ(run(dir, covflow_cli + " synth -o cov.cvf -n 2 --set scenario.payload=covariance --set scenario.cells=2").code, 0);
+  const Outcome replayed = run(dir, covflowd + " --device cpu --set ingest.source=file --set ingest.file.path=cov.cvf "
+                                               "--set ingest.file.pace=fast --set ingest.file.covariance_snapshots=200 "
+                                               "--set pipeline.stages.subspace.method=svd" + sockets);
+  EXPECT_EQ(replayed.code, 3) << replayed.err;
+  EXPECT_NE(replayed.err.find("covflowd: error: input: pipeline.stages.subspace.method: expected eig for an input of "
+                              "covariance frames (covariance 2 × 16² cf64 (K = 200))"),
+            std::string::npos)
+      << replayed.err;
+}
+
+// ---- covflow linalg qr / svd ------------------------------------------------------------------
+// The binary on files written as numpy.save writes them, its outputs read back and checked in
+// double against numpy.linalg's conventions: qr as numpy.linalg.qr(A, mode="reduced") (Q (…, m, k),
+// R (…, k, n) upper triangular, A = QR, QᴴQ = I), svd as numpy.linalg.svd(A, full_matrices=False)
+// (S (…, k) descending and non-negative, U (…, m, k), Vh = Vᴴ (…, k, n), A = U·diag(S)·Vh).
+// Tolerances are multiples of max(m, n)·ε of the file's precision.
+
+using cd = std::complex<double>;
+using Shape = std::vector<std::uint64_t>;
+
+template <class T> io::NpyDtype dtype_of() {
+  if constexpr (std::is_same_v<T, linalg::cf64>) return io::NpyDtype::complex128;
+  else if constexpr (std::is_same_v<T, linalg::cf32>) return io::NpyDtype::complex64;
+  else if constexpr (std::is_same_v<T, double>) return io::NpyDtype::float64;
+  else return io::NpyDtype::float32;
+}
+
+template <class T>
+void save_npy(const std::filesystem::path& file, const Shape& shape, const std::vector<T>& data) {
+  io::NpyArray array;
+  array.dtype = dtype_of<T>();
+  array.shape = shape;
+  array.bytes.resize(data.size() * sizeof(T));
+  if (!data.empty()) std::memcpy(array.bytes.data(), data.data(), array.bytes.size());
+  io::write_npy(file, array);
+}
+
+// An output file, checked to have `shape` and `dtype` in C order, as complex doubles.
+std::vector<cd> load_npy(const std::filesystem::path& file, const Shape& shape, io::NpyDtype dtype) {
+  const io::NpyArray array = io::read_npy(file);
+  EXPECT_EQ(array.shape, shape) << file;
+  EXPECT_EQ(array.dtype, dtype) << file;
+  EXPECT_FALSE(array.fortran_order) << file;
+  std::vector<cd> out(array.element_count());
+  auto convert = [&]<class T>(T*) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      T v;
+      std::memcpy(&v, array.bytes.data() + i * sizeof(T), sizeof(T));
+      out[i] = cd(v);
+    }
+  };
+  switch (array.dtype) {
+    case io::NpyDtype::complex128: convert(static_cast<linalg::cf64*>(nullptr)); break;
+    case io::NpyDtype::complex64: convert(static_cast<linalg::cf32*>(nullptr)); break;
+    case io::NpyDtype::float64: convert(static_cast<double*>(nullptr)); break;
+    case io::NpyDtype::float32: convert(static_cast<float*>(nullptr)); break;
+  }
+  return out;
+}
+
+// Row-major products and norms of one matrix of a batch, in double.
+struct View {
+  const cd* data;
+  std::size_t rows, cols;
+  cd operator()(std::size_t i, std::size_t j) const { return data[i * cols + j]; }
+};
+View matrix(const std::vector<cd>& batch, std::size_t index, std::size_t rows, std::size_t cols) {
+  return {batch.data() + index * rows * cols, rows, cols};
+}
+// ‖X·Y − Z‖_F, with X and Y as given or conjugate-transposed (h).
+double product_error(View x, bool xh, View y, bool yh, const std::vector<cd>& z) {
+  const std::size_t rows = xh ? x.cols : x.rows, inner = xh ? x.rows : x.cols, cols = yh ? y.rows : y.cols;
+  double sum = 0;
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      cd acc = 0;
+      for (std::size_t l = 0; l < inner; ++l)
+        acc += (xh ? std::conj(x(l, i)) : x(i, l)) * (yh ? std::conj(y(j, l)) : y(l, j));
+      sum += std::norm(acc - z[i * cols + j]);
+    }
+  return std::sqrt(sum);
+}
+std::vector<cd> identity(std::size_t n) {
+  std::vector<cd> out(n * n);
+  for (std::size_t i = 0; i < n; ++i) out[i * n + i] = 1.0;
+  return out;
+}
+double frobenius(View x) {
+  double sum = 0;
+  for (std::size_t i = 0; i < x.rows * x.cols; ++i) sum += std::norm(x.data[i]);
+  return std::sqrt(sum);
+}
+
+// Test inputs: random, rank-deficient (column 1 repeats column 0) and graded (column j scaled by
+// 10^(−j·span/n), span 6 in single precision, 12 in double).
+enum class Kind { random, rank_deficient, graded };
+template <class T>
+std::vector<T> make_matrices(std::size_t count, std::size_t m, std::size_t n, Kind kind, std::mt19937_64& rng) {
+  auto a = test::random_normal<T>(count * m * n, rng);
+  for (std::size_t b = 0; b < count; ++b) {
+    T* x = a.data() + b * m * n;
+    if (kind == Kind::rank_deficient && n > 1) {
+      for (std::size_t i = 0; i < m; ++i) x[i * n + 1] = x[i * n];
+    } else if (kind == Kind::graded) {
+      const double span = std::is_same_v<linalg::real_t<T>, float> ? 6.0 : 12.0;
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) x[i * n + j] *= static_cast<linalg::real_t<T>>(std::pow(10.0, -span * j / n));
+    }
+  }
+  return a;
+}
+
+std::string shape_text(const Shape& shape) { return io::format_shape(shape); }
+
+template <class T>
+void check_qr_case(const test::ScratchDir& dir, std::size_t count, bool batched, std::size_t m, std::size_t n, Kind kind,
+                   std::mt19937_64& rng) {
+  const std::size_t k = std::min(m, n);
+  const double eps = std::numeric_limits<linalg::real_t<T>>::epsilon();
+  const double tolerance = 10.0 * std::max(m, n) * eps;
+  const auto a = make_matrices<T>(count, m, n, kind, rng);
+  const Shape shape = batched ? Shape{count, m, n} : Shape{m, n};
+  const Shape q_shape = batched ? Shape{count, m, k} : Shape{m, k}, r_shape = batched ? Shape{count, k, n} : Shape{k, n};
+  const std::string name = std::string(io::numpy_name(dtype_of<T>())) + " " + shape_text(shape) + " kind " +
+                           std::to_string(int(kind));
+  SCOPED_TRACE(name);
+  save_npy(dir / "a.npy", shape, a);
+  const Outcome r = run(dir, covflow_cli + " linalg qr a.npy --q q.npy --r r.npy --device cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const std::string matrices = batched ? std::to_string(count) + " matrices " : std::string("one matrix ");
+  EXPECT_EQ(r.out, "qr: " + matrices + std::to_string(m) + "×" + std::to_string(n) + " " +
+                       std::string(io::numpy_name(dtype_of<T>())) + " on cpu: wrote q.npy " + shape_text(q_shape) + " " +
+                       std::string(io::numpy_name(dtype_of<T>())) + " and r.npy " + shape_text(r_shape) + " " +
+                       std::string(io::numpy_name(dtype_of<T>())) + "\n");
+  const auto q = load_npy(dir / "q.npy", q_shape, dtype_of<T>());
+  const auto rr = load_npy(dir / "r.npy", r_shape, dtype_of<T>());
+  std::vector<cd> a64(a.begin(), a.end());
+  for (std::size_t b = 0; b < count; ++b) {
+    const View qb = matrix(q, b, m, k), rb = matrix(rr, b, k, n), ab = matrix(a64, b, m, n);
+    const std::vector<cd> a_b(ab.data, ab.data + m * n);
+    EXPECT_LE(product_error(qb, false, rb, false, a_b), tolerance * std::max(frobenius(ab), 1e-300)) << "QR = A, matrix " << b;
+    EXPECT_LE(product_error(qb, true, qb, false, identity(k)), tolerance) << "QᴴQ = I, matrix " << b;
+    for (std::size_t i = 0; i < k; ++i)
+      for (std::size_t j = 0; j < std::min(i, n); ++j) EXPECT_EQ(rb(i, j), cd(0)) << "R below the diagonal, matrix " << b;
+  }
+}
+
+template <class T>
+void check_svd_case(const test::ScratchDir& dir, std::size_t count, bool batched, std::size_t m, std::size_t n, Kind kind,
+                    std::mt19937_64& rng) {
+  const std::size_t k = std::min(m, n);
+  const double eps = std::numeric_limits<linalg::real_t<T>>::epsilon();
+  const double tolerance = 10.0 * std::max(m, n) * eps;
+  const auto a = make_matrices<T>(count, m, n, kind, rng);
+  const Shape shape = batched ? Shape{count, m, n} : Shape{m, n};
+  const Shape s_shape = batched ? Shape{count, k} : Shape{k};
+  const Shape u_shape = batched ? Shape{count, m, k} : Shape{m, k}, vh_shape = batched ? Shape{count, k, n} : Shape{k, n};
+  const io::NpyDtype real = io::real_dtype(dtype_of<T>());
+  const std::string type = std::string(io::numpy_name(dtype_of<T>()));
+  SCOPED_TRACE(type + " " + shape_text(shape) + " kind " + std::to_string(int(kind)));
+  save_npy(dir / "a.npy", shape, a);
+  const Outcome r = run(dir, covflow_cli + " linalg svd a.npy --s s.npy --u u.npy --vh vh.npy --device cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const std::string matrices = batched ? std::to_string(count) + " matrices " : std::string("one matrix ");
+  EXPECT_EQ(r.out, "svd: " + matrices + std::to_string(m) + "×" + std::to_string(n) + " " + type + " on cpu: wrote s.npy " +
+                       shape_text(s_shape) + " " + std::string(io::numpy_name(real)) + ", u.npy " + shape_text(u_shape) +
+                       " " + type + " and vh.npy " + shape_text(vh_shape) + " " + type + "\n");
+  const auto sv = load_npy(dir / "s.npy", s_shape, real);
+  const auto u = load_npy(dir / "u.npy", u_shape, dtype_of<T>());
+  const auto vh = load_npy(dir / "vh.npy", vh_shape, dtype_of<T>());
+  std::vector<cd> a64(a.begin(), a.end());
+  for (std::size_t b = 0; b < count; ++b) {
+    const View ab = matrix(a64, b, m, n), ub = matrix(u, b, m, k), vb = matrix(vh, b, k, n);
+    // U·diag(S): scale U's columns.
+    std::vector<cd> us(ub.data, ub.data + m * k);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < k; ++j) us[i * k + j] *= sv[b * k + j];
+    for (std::size_t j = 0; j < k; ++j) {
+      EXPECT_EQ(sv[b * k + j].imag(), 0.0);
+      EXPECT_GE(sv[b * k + j].real(), 0.0) << "S[" << j << "], matrix " << b;
+      if (j > 0) EXPECT_LE(sv[b * k + j].real(), sv[b * k + j - 1].real()) << "S not descending, matrix " << b;
+    }
+    const std::vector<cd> a_b(ab.data, ab.data + m * n);
+    EXPECT_LE(product_error(matrix(us, 0, m, k), false, vb, false, a_b), tolerance * std::max(frobenius(ab), 1e-300))
+        << "U·diag(S)·Vh = A, matrix " << b;
+    EXPECT_LE(product_error(ub, true, ub, false, identity(k)), tolerance) << "UᴴU = I, matrix " << b;
+    EXPECT_LE(product_error(vb, false, vb, true, identity(k)), tolerance) << "Vh·Vhᴴ = I, matrix " << b;
+  }
+  // --s alone: the same singular values, and nothing else written.
+  std::filesystem::remove(dir / "u.npy");
+  const Outcome values_only = run(dir, covflow_cli + " linalg svd a.npy --s s2.npy --device cpu");
+  ASSERT_EQ(values_only.code, 0) << values_only.err;
+  const auto s2 = load_npy(dir / "s2.npy", s_shape, real);
+  for (std::size_t i = 0; i < s2.size(); ++i) EXPECT_NEAR(s2[i].real(), sv[i].real(), tolerance * std::abs(sv[i - i % k]));
+  EXPECT_FALSE(std::filesystem::exists(dir / "u.npy"));
+}
+
+template <class T>
+void check_qr_and_svd_for(const test::ScratchDir& dir, std::mt19937_64& rng) {
+  struct Case {
+    std::size_t count;
+    bool batched;
+    std::size_t m, n;
+  };
+  // Tall, wide (m < n: Q from the leading m × m block), square, single column and row, batches.
+  const Case cases[] = {{1, false, 7, 4}, {1, false, 3, 8}, {4, true, 6, 6}, {3, true, 9, 5}, {3, true, 4, 10},
+                        {2, true, 5, 1}, {2, true, 1, 5}, {1, false, 40, 33}};
+  for (const Case& c : cases)
+    for (Kind kind : {Kind::random, Kind::rank_deficient, Kind::graded}) {
+      if (kind != Kind::random && (c.m < 2 || c.n < 2)) continue;
+      check_qr_case<T>(dir, c.count, c.batched, c.m, c.n, kind, rng);
+      check_svd_case<T>(dir, c.count, c.batched, c.m, c.n, kind, rng);
+    }
+}
+
+TEST(CliLinalg, QrAndSvdFollowNumpyConventionsForEveryDtypeAndShape) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("covflow linalg qr/svd"));
+  check_qr_and_svd_for<linalg::cf64>(dir, rng);
+  check_qr_and_svd_for<linalg::cf32>(dir, rng);
+  check_qr_and_svd_for<double>(dir, rng);
+  check_qr_and_svd_for<float>(dir, rng);
+}
+
+// A matrix with a NaN or an Inf does not stop the batch: its outputs are NaN, stderr names it as
+// heev names its failures, the others are right, and the exit code is 7.
+TEST(CliLinalg, QrAndSvdNameANonFiniteMatrixWriteItAsNanAndExitSeven) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("covflow linalg qr/svd non-finite"));
+  auto a = test::random_normal<linalg::cf64>(3 * 5 * 4, rng);
+  a[1 * 20 + 2 * 4 + 3] = linalg::cf64(std::numeric_limits<double>::quiet_NaN(), 0.0);
+  a[2 * 20 + 0] = linalg::cf64(0.0, std::numeric_limits<double>::infinity());
+  save_npy(dir / "a.npy", {3, 5, 4}, a);
+  const Outcome qr = run(dir, covflow_cli + " linalg qr a.npy --q q.npy --r r.npy --device cpu");
+  EXPECT_EQ(qr.code, 7) << qr.err;
+  EXPECT_EQ(qr.err, "covflow linalg qr: a.npy: 2 of 3 matrices failed, written as NaN in q.npy and r.npy: matrices 1, 2 "
+                    "(NaN or Inf in the matrix)\n");
+  const auto q = load_npy(dir / "q.npy", {3, 5, 4}, io::NpyDtype::complex128);
+  const auto r = load_npy(dir / "r.npy", {3, 4, 4}, io::NpyDtype::complex128);
+  for (std::size_t i = 20; i < 60; ++i) EXPECT_TRUE(std::isnan(q[i].real())) << i;
+  for (std::size_t i = 16; i < 48; ++i) EXPECT_TRUE(std::isnan(r[i].real())) << i;
+  std::vector<cd> a0(a.begin(), a.begin() + 20);
+  EXPECT_LE(product_error(matrix(q, 0, 5, 4), false, matrix(r, 0, 4, 4), false, a0), 1e-13 * frobenius(matrix(a0, 0, 5, 4)));
+
+  const Outcome svd = run(dir, covflow_cli + " linalg svd a.npy --s s.npy --u u.npy --vh vh.npy --device cpu");
+  EXPECT_EQ(svd.code, 7) << svd.err;
+  EXPECT_EQ(svd.err, "covflow linalg svd: a.npy: 2 of 3 matrices failed, written as NaN in s.npy, u.npy and vh.npy: "
+                     "matrices 1, 2 (NaN or Inf in the matrix)\n");
+  const auto s = load_npy(dir / "s.npy", {3, 4}, io::NpyDtype::float64);
+  for (std::size_t i = 4; i < 12; ++i) EXPECT_TRUE(std::isnan(s[i].real())) << i;
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_FALSE(std::isnan(s[i].real())) << i;
+
+  // One matrix alone: "the matrix failed".
+  save_npy(dir / "one.npy", {2, 2}, std::vector<double>{1.0, std::numeric_limits<double>::infinity(), 0.0, 1.0});
+  const Outcome one = run(dir, covflow_cli + " linalg svd one.npy --s s1.npy --device cpu");
+  EXPECT_EQ(one.code, 7);
+  EXPECT_EQ(one.err, "covflow linalg svd: one.npy: the matrix failed (NaN or Inf in the matrix), written as NaN in s1.npy\n");
+}
+
+TEST(CliLinalg, QrAndSvdOfEmptyMatricesWriteEmptyOutputs) {
+  test::ScratchDir dir;
+  save_npy(dir / "e.npy", {3, 0, 4}, std::vector<double>{});
+  const Outcome qr = run(dir, covflow_cli + " linalg qr e.npy --q q.npy --r r.npy --device cpu");
+  ASSERT_EQ(qr.code, 0) << qr.err;
+  load_npy(dir / "q.npy", {3, 0, 0}, io::NpyDtype::float64);
+  load_npy(dir / "r.npy", {3, 0, 4}, io::NpyDtype::float64);
+  const Outcome svd = run(dir, covflow_cli + " linalg svd e.npy --s s.npy --u u.npy --vh vh.npy --device cpu");
+  ASSERT_EQ(svd.code, 0) << svd.err;
+  load_npy(dir / "s.npy", {3, 0}, io::NpyDtype::float64);
+  load_npy(dir / "u.npy", {3, 0, 0}, io::NpyDtype::float64);
+  load_npy(dir / "vh.npy", {3, 0, 4}, io::NpyDtype::float64);
+}
+
+// Every class of error has heev's exit code and a one-line message naming the file.
+TEST(CliLinalg, QrAndSvdErrorsHaveTheirExitCodes) {
+  test::ScratchDir dir;
+  save_npy(dir / "ok.npy", {3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6});
+  save_npy(dir / "flat.npy", {6}, std::vector<double>{1, 2, 3, 4, 5, 6});
+  save_npy(dir / "rank4.npy", {1, 1, 2, 2}, std::vector<double>{1, 2, 3, 4});
+  {
+    // int32, written by hand: io writes only the four types covflow computes with.
+    const std::string header = io::npy_header(io::NpyDtype::float32, std::vector<std::uint64_t>{2, 2}, false);
+    std::string bytes = header;
+    bytes.replace(bytes.find("<f4"), 3, "<i4");
+    bytes += std::string(16, '\0');
+    std::ofstream(dir / "int.npy", std::ios::binary) << bytes;
+  }
+  const auto ok_bytes = test::read_bytes(dir / "ok.npy");
+  test::write_bytes(dir / "short.npy", std::span(ok_bytes).first(ok_bytes.size() - 8));
+  auto bad_magic = ok_bytes;
+  bad_magic[1] = std::byte{'X'};
+  test::write_bytes(dir / "magic.npy", bad_magic);
+  // A header naming more matrices than a batch may hold: 0 × 0 matrices hold no data, so nothing
+  // else bounds the count.
+  save_npy(dir / "many.npy", {std::uint64_t(1) << 31, 0, 0}, std::vector<double>{});
+
+  struct Case {
+    std::string args;
+    int code;
+    std::string phrase;
+  };
+  const Case cases[] = {
+      {"linalg qr ok.npy", 2, "give --q, --r or both"},
+      {"linalg qr ok.npy --q x.npy --r x.npy", 2, "--q and --r name the same file"},
+      {"linalg svd ok.npy", 2, "--s is required"},
+      {"linalg svd ok.npy --s x.npy --u x.npy", 2, "must name different files"},
+      {"linalg qr ok.npy --q q.npy --device gpu", 2, "--device"},
+      {"linalg qr absent.npy --q q.npy", 5, "covflow linalg qr: error: absent.npy: cannot open"},
+      {"linalg svd absent.npy --s s.npy", 5, "covflow linalg svd: error: absent.npy: cannot open"},
+      {"linalg qr ok.npy --q no/such/dir/q.npy", 5, "cannot create"},
+      {"linalg qr flat.npy --q q.npy", 4, "expected (batch, m, n) or (m, n) matrices, got shape (6,) float64 (1 dimensions)"},
+      {"linalg svd rank4.npy --s s.npy", 4, "(4 dimensions)"},
+      {"linalg qr int.npy --r r.npy", 4, "int32"},
+      {"linalg svd int.npy --s s.npy", 4, "int32"},
+      {"linalg qr short.npy --r r.npy", 4, "bytes follow the header"},
+      {"linalg svd short.npy --s s.npy", 4, "bytes follow the header"},
+      {"linalg svd magic.npy --s s.npy", 4, "magic.npy"},
+      {"linalg qr many.npy --r r.npy", 4, "holds 2147483648 matrices, more than the 2147483647 a batch may hold"},
+      {"linalg svd many.npy --s s.npy", 4, "holds 2147483648 matrices, more than the 2147483647 a batch may hold"},
+  };
+  for (const Case& c : cases) {
+    const Outcome r = run(dir, covflow_cli + " " + c.args);
+    EXPECT_EQ(r.code, c.code) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.phrase), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+  }
+  for (const std::string sub : {" linalg qr", " linalg svd"}) {
+    const Outcome help = run(dir, covflow_cli + sub + " --help");
+    EXPECT_EQ(help.code, 0) << sub;
+    EXPECT_NE(help.out.find("numpy.linalg"), std::string::npos) << sub << help.out;
+  }
+  if (!linalg::probe_devices().available())
+    for (const std::string args : {"linalg qr ok.npy --q q.npy --device cuda", "linalg svd ok.npy --s s.npy --device cuda"}) {
+      const Outcome cuda = run(dir, covflow_cli + " " + args);
+      EXPECT_EQ(cuda.code, 6) << args << ": " << cuda.err;
+      EXPECT_NE(cuda.err.find("--device cuda"), std::string::npos) << cuda.err;
+    }
 }
 
 }  // namespace

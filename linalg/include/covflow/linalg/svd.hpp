@@ -20,8 +20,9 @@
 // vectors of Rᴴ's Jacobi. Convergence is decided on the device per matrix (the block Jacobi sweeps
 // run in a CUDA graph's conditional loop); nothing is read back to the host.
 // The CPU path is LAPACK's ?gesvj across the thread pool; ?gesvj has a fixed limit of 30 sweeps and
-// no argument for another, so there max_sweeps is a check after the fact: a matrix that needed more sweeps than max_sweeps is reported no_convergence (its outputs
-// are those of the sweeps LAPACK did run), and a max_sweeps above 30 acts as 30.
+// no argument for another, so there max_sweeps is a check after the fact: a matrix that needed more
+// sweeps than max_sweeps is reported no_convergence (its outputs are those of the sweeps LAPACK did
+// run), and a max_sweeps above 30 acts as 30.
 #pragma once
 
 #include <cstddef>
