@@ -277,6 +277,7 @@ class Loader {
       fail(where_of({"pipeline.stages.subspace.angle_grid.max_deg", "pipeline.stages.subspace.angle_grid.min_deg"}),
            "pipeline.stages.subspace.angle_grid.max_deg",
            fmt::format("expected more than angle_grid.min_deg ({}) (got {})", grid.min_deg, grid.max_deg));
+    check_subspace_method();
     const struct {
       const char* key;
       double value;
@@ -294,6 +295,47 @@ class Loader {
   }
 
  private:
+  // The svd method decomposes each cell's N × K snapshot matrix of one frame: it needs snapshot
+  // frames, K ≥ N (else U lacks part of the noise subspace), and an estimate of one frame. The
+  // input's kind is known here for the generator and a feed; a file's records say it only once the
+  // file is opened, and the pipeline refuses them then (stages::make_processing_stages).
+  void check_subspace_method() {
+    const Config& c = config;
+    const SubspaceStageConfig& subspace = c.pipeline.stages.subspace;
+    if (!subspace.enabled || subspace.method != SubspaceMethod::svd) return;
+    constexpr const char* method = "pipeline.stages.subspace.method";
+    struct Input {
+      const char* payload_key;
+      ScenarioPayload payload;
+      const char* snapshots_key;
+      std::int64_t snapshots;
+      const char* elements_key;
+      std::int64_t elements;
+    };
+    std::optional<Input> input;
+    if (c.ingest.source == IngestSource::synth)
+      input = Input{"scenario.payload", c.scenario.payload, "scenario.snapshots", c.scenario.snapshots,
+                    "scenario.elements", c.scenario.elements};
+    else if (c.ingest.source == IngestSource::zmq)
+      input = Input{"ingest.zmq.shape.payload", c.ingest.zmq.shape.payload, "ingest.zmq.shape.snapshots",
+                    c.ingest.zmq.shape.snapshots, "ingest.zmq.shape.elements", c.ingest.zmq.shape.elements};
+    if (input && input->payload == ScenarioPayload::covariance)
+      fail(where_of({method, input->payload_key}), method,
+           fmt::format("expected eig for an input of covariance frames ({} is 'covariance'): svd decomposes each "
+                       "cell's snapshots, which such frames do not carry (got svd)",
+                       input->payload_key));
+    if (input && input->snapshots < input->elements)
+      fail(where_of({method, input->snapshots_key, input->elements_key}), method,
+           fmt::format("expected eig when a cell has fewer snapshots than array elements ({} {} < {} {}): svd's "
+                       "singular vectors then miss part of the noise subspace (got svd)",
+                       input->snapshots_key, input->snapshots, input->elements_key, input->elements));
+    if (c.pipeline.stages.covariance.window > 1)
+      fail(where_of({method, "pipeline.stages.covariance.window"}), method,
+           fmt::format("expected pipeline.stages.covariance.window 1 with svd, which decomposes the snapshots of one "
+                       "frame, not a window of frames (got window {})",
+                       c.pipeline.stages.covariance.window));
+  }
+
   void check_distinct_endpoints() {
     const DaemonConfig& d = config.daemon;
     const std::pair<const char*, const std::string*> endpoints[] = {{"daemon.results_endpoint", &d.results_endpoint},

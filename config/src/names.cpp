@@ -12,5 +12,6 @@ std::string_view name(ScenarioPayload value) { return detail::scenario_payload_n
 std::string_view name(SampleType value) { return detail::sample_type_names.at(std::size_t(value)); }
 std::string_view name(Overflow value) { return detail::overflow_names.at(std::size_t(value)); }
 std::string_view name(SourceCountRule value) { return detail::source_count_names.at(std::size_t(value)); }
+std::string_view name(SubspaceMethod value) { return detail::subspace_method_names.at(std::size_t(value)); }
 
 }  // namespace covflow::config

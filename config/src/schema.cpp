@@ -180,6 +180,12 @@ std::vector<Key> make_keys() {
        .description = "The stage's own budget (0: none beyond the frame's)", .reals = stage_ms},
       {.path = "pipeline.stages.subspace.source_count", .access = COVFLOW_CHOICE(pipeline.stages.subspace.source_count),
        .description = "Information criterion that counts the sources", .choices = names(source_count_names)},
+      {.path = "pipeline.stages.subspace.method", .access = COVFLOW_CHOICE(pipeline.stages.subspace.method),
+       .description = "How each cell's eigen-pairs are found: eig, heev of the covariance estimate; svd, a one-sided "
+                      "Jacobi SVD of the cell's N × K snapshots (the same eigenvalues, σ²/K, without squaring the "
+                      "condition number: accurate noise eigenvalues next to a strong jammer). svd needs snapshot "
+                      "frames, K ≥ N and pipeline.stages.covariance.window 1",
+       .choices = names(subspace_method_names)},
       {.path = "pipeline.stages.subspace.angle_grid.min_deg", .access = COVFLOW_REF(pipeline.stages.subspace.angle_grid.min_deg),
        .description = "First angle of the MUSIC pseudo-spectrum", .reals = {-90, 90}},
       {.path = "pipeline.stages.subspace.angle_grid.max_deg", .access = COVFLOW_REF(pipeline.stages.subspace.angle_grid.max_deg),

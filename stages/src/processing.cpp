@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "covflow/config/error.hpp"
+
 #include "covflow/stages/adaptive_stage.hpp"
 #include "covflow/stages/covariance_stage.hpp"
 #include "covflow/stages/scenario.hpp"
@@ -80,6 +82,29 @@ pipeline::FrameShape frame_shape(const config::Config& config, const InputShape&
 
 std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const config::Config& config, const InputShape& input) {
   const auto& stages = config.pipeline.stages;
+  // The svd method decomposes snapshots. The loader refuses it for the generator's and a feed's
+  // covariance frames; a file's records say what they are only now, so this names the key the same
+  // way (covflowd reports it as a configuration error).
+  if (stages.subspace.enabled && stages.subspace.method == config::SubspaceMethod::svd) {
+    if (input.payload == replay::PayloadKind::covariance)
+      throw config::ConfigError(
+          "input", "pipeline.stages.subspace.method",
+          fmt::format("expected eig for an input of covariance frames ({}): svd decomposes each cell's snapshots, "
+                      "which such frames do not carry (got svd)",
+                      describe(input)));
+    if (input.snapshots < input.elements)
+      throw config::ConfigError(
+          "input", "pipeline.stages.subspace.method",
+          fmt::format("expected eig when a cell has fewer snapshots than array elements ({}): svd's singular vectors "
+                      "then miss part of the noise subspace (got svd)",
+                      describe(input)));
+    if (stages.covariance.window > 1)
+      throw config::ConfigError(
+          "configuration", "pipeline.stages.subspace.method",
+          fmt::format("expected pipeline.stages.covariance.window 1 with svd, which decomposes the snapshots of one "
+                      "frame, not a window of frames (got window {})",
+                      stages.covariance.window));
+  }
   if (stages.subspace.enabled && input.payload == replay::PayloadKind::covariance && input.snapshots == 0)
     throw std::invalid_argument(
         "the input's covariance frames do not say how many snapshots each estimate was formed from, which the "
@@ -98,7 +123,9 @@ std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const confi
     settings.spacing_wavelengths = config.scenario.spacing_wavelengths;
     settings.nominal_snapshots = nominal_snapshots;
     settings.snapshot_counts = covariance;
-    settings.covariance_from_payload = covariance == nullptr;
+    // svd reads the snapshots from the payload whether or not the covariance stage runs.
+    settings.covariance_from_payload = covariance == nullptr && stages.subspace.method == config::SubspaceMethod::eig;
+    settings.diagonal_loading = stages.covariance.diagonal_loading;
     chain.push_back(std::make_unique<SubspaceStage>(settings));
   }
   if (stages.adaptive.enabled) {

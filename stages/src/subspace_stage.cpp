@@ -1,7 +1,9 @@
-// The subspace stage (docs/stages.md, "subspace"): heev per cell, the source count by MDL or AIC,
-// the MUSIC pseudo-spectrum through FFTs of the noise eigenvectors, and the refined DOAs. This file
-// holds the host logic and the CPU path (FFTW); processing_cuda.cu holds the device path, which
-// follows the same steps with the same formulas (covflow/stages/music_math.hpp).
+// The subspace stage (docs/stages.md, "subspace"): the eigen-pairs of each cell's covariance (heev
+// of the estimate, or gesvj of the snapshots), the source count by MDL or AIC, the MUSIC
+// pseudo-spectrum through FFTs of the noise eigenvectors, and the refined DOAs. This file holds the
+// host logic and the CPU path (FFTW); processing_cuda.cu holds the device path, which follows the
+// same steps with the same formulas (covflow/stages/music_math.hpp), and subspace_svd_cuda.cu the
+// svd method's conversion to heev's layout.
 //
 // MUSIC through FFTs (Schmidt, "Multiple emitter location and signal parameter estimation", IEEE
 // Trans. AP 34(3), 1986, for the spectrum itself): with the noise eigenvectors e_k zero-padded to
@@ -14,6 +16,16 @@
 //      in r_s (music::null_spectrum), exact up to rounding — no interpolation error, because the
 //      grid in θ is not uniform in u and no FFT length would put it on bins.
 // P(θ) = 1/Q; the spectrum is written as 10·log10 P(θ) (dB, unnormalised: P ≥ 1/N since |a_m| = 1).
+//
+// Why the svd method: with X the N × K snapshots of a cell, R̂ = X·Xᴴ/K has eigenvalues σ_i²/K and
+// eigenvectors the left singular vectors of X. A backward-stable eigensolver on R̂, formed in the
+// frame's precision ε, leaves each eigenvalue with an absolute error of order ε·λ_max (Weyl), a
+// relative one of ε·λ_max/λ_i; the SVD of X leaves each σ_i with an error of order ε·σ_max, so
+// λ_i = σ_i²/K with a relative error of order ε·√(λ_max/λ_i) — half the digits lost (Golub & Van
+// Loan, "Matrix Computations", 4th ed., §8.1.2 and §8.6.1). With a 60 dB jammer on 16 elements,
+// λ_max/λ_noise ≈ 1.6·10⁷: in single precision the noise eigenvalues from heev are wrong by about
+// their own size or more, those from the SVD by 10⁻⁴ of it at most (tests/stages measures both
+// against double precision).
 #include "covflow/stages/subspace_stage.hpp"
 
 #include <fftw3.h>
@@ -27,16 +39,19 @@
 #include <stdexcept>
 
 #include "covflow/linalg/heev.hpp"
+#include "covflow/linalg/svd.hpp"
 #include "covflow/stages/covariance_stage.hpp"
 #include "covflow/stages/music_math.hpp"
 #include "frame_checks.hpp"
 #include "processing_device.hpp"
+#include "subspace_svd_device.hpp"
 
 #if COVFLOW_HAS_CUDA
 #include <cuda_runtime.h>
 
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
 #endif
 
 namespace covflow::stages {
@@ -245,8 +260,17 @@ struct SubspaceStage::Lane {
   std::vector<double> omega_re, omega_im;  // exp(−j2π·u_i)
   std::unique_ptr<CpuMusic<float>> cpu32;
   std::unique_ptr<CpuMusic<double>> cpu64;
+  // Method svd, on a CPU lane: the snapshots copied for gesvj to overwrite (bytes of the frame's
+  // element type; cf64 units keep them aligned for either), the singular values (double units
+  // hold either real type) and gesvj's per-cell info.
+  std::vector<cf64> svd_snapshots;
+  std::vector<double> svd_values;
+  std::vector<linalg::SvdInfo> svd_info;
 #if COVFLOW_HAS_CUDA
   std::unique_ptr<detail::SubspaceDeviceLane> device;
+  // The same on the device, for a CUDA lane.
+  linalg::cuda::DeviceBuffer<std::byte> device_svd_snapshots, device_svd_values;
+  linalg::cuda::DeviceBuffer<linalg::SvdInfo> device_svd_info;
 #endif
 };
 
@@ -256,6 +280,8 @@ SubspaceStage::SubspaceStage(const SubspaceSettings& settings)
     throw std::invalid_argument("subspace stage: the element spacing must be positive");
   if (!(settings_.nominal_snapshots >= 1.0))
     throw std::invalid_argument("subspace stage: the nominal snapshot count must be at least 1");
+  if (!(settings_.diagonal_loading >= 0.0) || !std::isfinite(settings_.diagonal_loading))
+    throw std::invalid_argument("subspace stage: diagonal loading must be finite and non-negative");
 }
 
 SubspaceStage::~SubspaceStage() = default;
@@ -293,8 +319,34 @@ void SubspaceStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   }
   const int n = static_cast<int>(shape.channels);
   const bool single = shape.element_type == replay::ElementType::cf32;
-  exec.workspace().reserve(single ? linalg::heev_workspace<cf32>(exec, n, shape.cells)
-                                  : linalg::heev_workspace<cf64>(exec, n, shape.cells));
+  if (settings_.config.method == config::SubspaceMethod::svd) {
+    // gesvj's U holds min(N, K) columns: with K < N part of the noise subspace would be missing.
+    if (shape.snapshots < shape.channels)
+      throw std::invalid_argument(
+          "subspace stage: method svd (pipeline.stages.subspace.method) decomposes snapshot frames with at least as "
+          "many snapshots as channels; the frame shape has " +
+          std::to_string(shape.snapshots) + " snapshots (0: covariance frames) for " + std::to_string(shape.channels) +
+          " channels");
+    const linalg::SvdOptions options{.u = true, .v = false};
+    exec.workspace().reserve(single ? linalg::gesvj_workspace<cf32>(exec, n, shape.snapshots, shape.cells, options)
+                                    : linalg::gesvj_workspace<cf64>(exec, n, shape.snapshots, shape.cells, options));
+    const std::size_t snapshot_bytes = shape.max_payload_bytes();
+    const std::size_t value_count = std::size_t(n) * shape.cells;
+    if (exec.is_cuda()) {
+#if COVFLOW_HAS_CUDA
+      state->device_svd_snapshots = linalg::cuda::DeviceBuffer<std::byte>(snapshot_bytes);
+      state->device_svd_values = linalg::cuda::DeviceBuffer<std::byte>(value_count * (single ? 4 : 8));
+      state->device_svd_info = linalg::cuda::DeviceBuffer<linalg::SvdInfo>(shape.cells);
+#endif
+    } else {
+      state->svd_snapshots.resize((snapshot_bytes + sizeof(cf64) - 1) / sizeof(cf64));
+      state->svd_values.resize(value_count);
+      state->svd_info.resize(shape.cells);
+    }
+  } else {
+    exec.workspace().reserve(single ? linalg::heev_workspace<cf32>(exec, n, shape.cells)
+                                    : linalg::heev_workspace<cf64>(exec, n, shape.cells));
+  }
   if (state->cuda) {
 #if COVFLOW_HAS_CUDA
     detail::SubspaceDeviceParams params;
@@ -326,7 +378,28 @@ void require_results(const pipeline::FrameResults& results, const pipeline::Fram
     throw std::logic_error("subspace stage: the slot's results are not reserved for the frame shape");
 }
 
-// Everything after heev for the cells of a CPU lane, one cell per pool task.
+// Method svd on a CPU lane: from gesvj's output (σ descending, U's columns in the same order) to
+// heev's layout, in place — eigenvalue j = σ²_{N−1−j}/K + δ ascending, column j of U the
+// eigenvector of eigenvalue j — and gesvj's status as the cell's info (subspace_svd_cuda.cu does the
+// same on the device).
+template <class T>
+void svd_to_eigen_cpu(linalg::ThreadPool& pool, int n, std::uint32_t cells, double snapshots, double loading,
+                      const linalg::real_t<T>* singular_values, const linalg::SvdInfo* svd_info,
+                      linalg::real_t<T>* eigenvalues, T* vectors, int* info) {
+  using R = linalg::real_t<T>;
+  pool.parallel_for(cells, [&](std::size_t cell, unsigned) {
+    T* u = vectors + cell * std::size_t(n) * n;
+    for (int j = 0; j < n / 2; ++j)
+      std::swap_ranges(u + std::size_t(j) * n, u + std::size_t(j + 1) * n, u + std::size_t(n - 1 - j) * n);
+    for (int j = 0; j < n; ++j) {
+      const double sigma = singular_values[cell * n + (n - 1 - j)];
+      eigenvalues[cell * n + j] = static_cast<R>(sigma * sigma / snapshots + loading);
+    }
+    info[cell] = svd_info[cell].status;
+  });
+}
+
+// Everything after the decomposition for the cells of a CPU lane, one cell per pool task.
 // What music_cpu needs of the lane.
 struct CpuGrid {
   const pipeline::FrameShape& shape;
@@ -394,55 +467,102 @@ void SubspaceStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
   Lane& state = lane(exec);
   const pipeline::FrameShape& shape = state.shape;
   detail::require_fits(stage, frame, shape);
-  const bool from_payload = settings_.covariance_from_payload;
+  const bool svd = settings_.config.method == config::SubspaceMethod::svd;
+  const bool from_payload = settings_.covariance_from_payload && !svd;
   if (from_payload && frame.header.kind != replay::PayloadKind::covariance)
     throw detail::shape_error(stage, frame, "snapshot frame, but no covariance stage runs before this stage");
+  if (svd && frame.header.kind != replay::PayloadKind::snapshots)
+    throw detail::shape_error(
+        stage, frame, "covariance frame, but method svd (pipeline.stages.subspace.method) decomposes snapshots");
+  if (svd && frame.header.cols < frame.header.rows)
+    throw detail::shape_error(stage, frame,
+                              "method svd (pipeline.stages.subspace.method) needs at least as many snapshots per "
+                              "cell as channels");
   const std::uint32_t n = frame.header.rows, cells = frame.header.count;
   require_results(frame.results, shape, cells);
   const std::size_t matrix_elements = std::size_t(n) * n * cells;
   const std::size_t element_bytes = shape.element_bytes();
-  const double snapshots = settings_.snapshot_counts != nullptr && !from_payload
+  // svd: the frame's own K (the estimate it stands for is this frame's: window 1, config rule).
+  const double snapshots = svd ? double(frame.header.cols)
+                           : settings_.snapshot_counts != nullptr && !from_payload
                                ? settings_.snapshot_counts->effective_snapshots(exec, frame.sequence)
                                : settings_.nominal_snapshots;
   const music::Criterion criterion =
       settings_.config.source_count == config::SourceCountRule::aic ? music::Criterion::aic : music::Criterion::mdl;
 
+  // eig: the covariance (the slot's array, or a covariance frame's payload); svd: the snapshots.
+  const bool input_is_payload = from_payload || svd;
+  const std::size_t input_bytes = svd ? frame.header.payload_bytes() : matrix_elements * element_bytes;
   const void* input = nullptr;
   void* vectors = nullptr;
   void* values = nullptr;
   int* info = nullptr;
+  void* svd_snapshots = nullptr;  // gesvj's A, which it overwrites
+  void* svd_values = nullptr;
+  linalg::SvdInfo* svd_info = nullptr;
   if (state.cuda) {
-    input = detail::device_array<std::byte>(from_payload ? frame.device.payload : frame.device.covariance, stage,
-                                            from_payload ? "payload" : "covariance");
+    input = detail::device_array<std::byte>(input_is_payload ? frame.device.payload : frame.device.covariance, stage,
+                                            input_is_payload ? "payload" : "covariance");
     vectors = detail::device_array<std::byte>(frame.device.eigenvectors, stage, "eigenvectors");
     values = detail::device_array<std::byte>(frame.device.eigenvalues, stage, "eigenvalues");
     info = detail::device_array<int>(frame.device.info, stage, "info");
+#if COVFLOW_HAS_CUDA
+    svd_snapshots = state.device_svd_snapshots.data();
+    svd_values = state.device_svd_values.data();
+    svd_info = state.device_svd_info.data();
+#endif
   } else {
-    input = detail::host_array<std::byte>(from_payload ? frame.host.payload : frame.host.covariance,
-                                          matrix_elements * element_bytes, stage, from_payload ? "payload" : "covariance");
+    input = detail::host_array<std::byte>(input_is_payload ? frame.host.payload : frame.host.covariance, input_bytes,
+                                          stage, input_is_payload ? "payload" : "covariance");
     vectors = detail::host_array<std::byte>(frame.host.eigenvectors, matrix_elements * element_bytes, stage, "eigenvectors");
     values = detail::host_array<std::byte>(frame.host.eigenvalues, std::size_t(n) * cells * element_bytes / 2, stage,
                                            "eigenvalues");
     info = detail::host_array<int>(std::span<std::byte>(reinterpret_cast<std::byte*>(frame.host.info.data()),
                                                         frame.host.info.size_bytes()),
                                    cells, stage, "info");
+    svd_snapshots = state.svd_snapshots.data();
+    svd_values = state.svd_values.data();
+    svd_info = state.svd_info.data();
   }
 
-  // heev overwrites its input with the eigenvectors: work on a copy, the covariance stays for the
-  // stages after this one.
+  // Both decompositions overwrite their input: work on a copy — of the covariance into the
+  // eigenvectors array (heev), of the snapshots into the lane's buffer (gesvj) — so the covariance
+  // and the payload stay as they are for the stages after this one.
+  void* work = svd ? svd_snapshots : vectors;
+  if (svd && (work == nullptr || input_bytes > shape.max_payload_bytes()))
+    throw std::logic_error("subspace stage: the svd buffers are not prepared for this frame");
   if (state.cuda) {
 #if COVFLOW_HAS_CUDA
-    COVFLOW_CUDA_TRY(cudaMemcpyAsync(vectors, input, matrix_elements * element_bytes, cudaMemcpyDeviceToDevice,
-                                     exec.cuda_context().stream()));
+    COVFLOW_CUDA_TRY(
+        cudaMemcpyAsync(work, input, input_bytes, cudaMemcpyDeviceToDevice, exec.cuda_context().stream()));
 #endif
   } else {
-    std::memcpy(vectors, input, matrix_elements * element_bytes);
+    std::memcpy(work, input, input_bytes);
   }
 
   auto decompose = [&]<class T>(T*) {
     using R = linalg::real_t<T>;
-    linalg::heev<T>(exec, linalg::Batch<T>::packed(static_cast<T*>(vectors), n, n, cells),
-                    std::span<R>(static_cast<R*>(values), std::size_t(n) * cells), std::span<int>(info, cells));
+    if (svd) {
+      const std::int64_t k = frame.header.cols;
+      linalg::gesvj<T>(exec, linalg::Batch<T>::packed(static_cast<T*>(work), n, k, cells),
+                       std::span<R>(static_cast<R*>(svd_values), std::size_t(n) * cells),
+                       linalg::Batch<T>::packed(static_cast<T*>(vectors), n, n, cells), linalg::Batch<T>{},
+                       std::span<linalg::SvdInfo>(svd_info, cells), linalg::SvdOptions{.u = true, .v = false});
+      if (state.cuda) {
+#if COVFLOW_HAS_CUDA
+        detail::svd_to_eigen(exec.cuda_context(), frame.header.element_type, static_cast<int>(n),
+                             static_cast<int>(cells), snapshots, settings_.diagonal_loading, svd_values, svd_info,
+                             values, vectors, info);
+#endif
+      } else {
+        svd_to_eigen_cpu<T>(exec.pool(), static_cast<int>(n), cells, snapshots, settings_.diagonal_loading,
+                            static_cast<const R*>(svd_values), svd_info, static_cast<R*>(values),
+                            static_cast<T*>(vectors), info);
+      }
+    } else {
+      linalg::heev<T>(exec, linalg::Batch<T>::packed(static_cast<T*>(vectors), n, n, cells),
+                      std::span<R>(static_cast<R*>(values), std::size_t(n) * cells), std::span<int>(info, cells));
+    }
     if (state.cuda) return;
     const CpuGrid cpu_grid{state.shape, state.keep_spectrum, state.grid_u, state.omega_re, state.omega_im};
     if constexpr (std::is_same_v<T, cf32>)

@@ -108,8 +108,46 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
        "--set: pipeline.stages.adaptive.refactor_every: expected an integer in [0, 1000000] (got -1)"},
       {"pipeline:\n  budget_ms: 20\n", {"pipeline.stages.adaptive.budget_ms=25"},
        "--set: pipeline.stages.adaptive.budget_ms: expected at most pipeline.budget_ms (20) (got 25)"},
+      // The svd method decomposes snapshots: covariance input is refused, naming the key.
+      {"pipeline:\n  stages:\n    subspace:\n      method: qr\n", {},
+       "bad.yaml:4: pipeline.stages.subspace.method: expected one of eig, svd (got qr)"},
+      {"scenario:\n  payload: covariance\npipeline:\n  stages:\n    subspace:\n      method: svd\n", {},
+       "bad.yaml:6: pipeline.stages.subspace.method: expected eig for an input of covariance frames (scenario.payload is "
+       "'covariance'): svd decomposes each cell's snapshots, which such frames do not carry (got svd)"},
+      {"pipeline:\n  stages:\n    subspace: {method: svd}\n", {"scenario.payload=covariance"},
+       "bad.yaml:3: pipeline.stages.subspace.method: expected eig for an input of covariance frames (scenario.payload is "
+       "'covariance'): svd decomposes each cell's snapshots, which such frames do not carry (got svd)"},
+      {"ingest:\n  source: zmq\n  zmq:\n    shape: {payload: covariance}\n", {"pipeline.stages.subspace.method=svd"},
+       "--set: pipeline.stages.subspace.method: expected eig for an input of covariance frames (ingest.zmq.shape.payload "
+       "is 'covariance'): svd decomposes each cell's snapshots, which such frames do not carry (got svd)"},
+      {"scenario:\n  snapshots: 12\n", {"pipeline.stages.subspace.method=svd"},
+       "--set: pipeline.stages.subspace.method: expected eig when a cell has fewer snapshots than array elements "
+       "(scenario.snapshots 12 < scenario.elements 16): svd's singular vectors then miss part of the noise subspace "
+       "(got svd)"},
+      {"pipeline:\n  stages:\n    covariance: {window: 4}\n    subspace: {method: svd}\n", {},
+       "bad.yaml:4: pipeline.stages.subspace.method: expected pipeline.stages.covariance.window 1 with svd, which "
+       "decomposes the snapshots of one frame, not a window of frames (got window 4)"},
   };
   for (const BadConfig& c : cases) EXPECT_EQ(error_of(c.yaml, c.overrides), c.message) << "config:\n" << c.yaml;
+}
+
+// What the svd method's rules leave alone: snapshot input of every source, covariance input with
+// eig or with the subspace stage off, and a file, whose records say what they hold only once it is
+// opened (the pipeline checks them then).
+TEST(ConfigErrors, SvdMethodIsTakenWhereTheInputCarriesSnapshots) {
+  EXPECT_EQ(load_defaults(std::vector<std::string>{"pipeline.stages.subspace.method=svd"}).pipeline.stages.subspace.method,
+            SubspaceMethod::svd);
+  EXPECT_NO_THROW(load_string("ingest:\n  source: zmq\npipeline:\n  stages:\n    subspace: {method: svd}\n", "ok.yaml"));
+  EXPECT_NO_THROW(load_string("ingest:\n  source: file\n  file: {path: cov.cvf}\npipeline:\n  stages:\n    subspace: "
+                              "{method: svd}\n",
+                              "ok.yaml"));
+  EXPECT_NO_THROW(load_string("scenario:\n  payload: covariance\npipeline:\n  stages:\n    subspace: {method: eig}\n",
+                              "ok.yaml"));
+  EXPECT_NO_THROW(load_string("scenario:\n  payload: covariance\npipeline:\n  stages:\n    subspace: {method: svd, "
+                              "enabled: false}\n",
+                              "ok.yaml"));
+  EXPECT_EQ(name(SubspaceMethod::eig), "eig");
+  EXPECT_EQ(name(SubspaceMethod::svd), "svd");
 }
 
 TEST(ConfigErrors, MissingFileIsOneErrorNamingIt) {

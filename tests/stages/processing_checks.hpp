@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "covflow/config/config.hpp"
+#include "covflow/config/error.hpp"
+#include "covflow/linalg/heev.hpp"
 #include "covflow/linalg/types.hpp"
 #include "covflow/stages/covariance_stage.hpp"
 #include "covflow/stages/processing.hpp"
@@ -106,12 +108,15 @@ double direct_null_spectrum(const T* vectors, int n, int sources, double spacing
 // 0.5° of the truth; the counts agree with the reference criterion on the same eigenvalues, and
 // the spectrum with the direct evaluation of 1/(aᴴ E_n E_nᴴ a) on the grid.
 template <class T>
-void check_acceptance(linalg::Exec& exec, config::SourceCountRule rule, int frames) {
+void check_acceptance(linalg::Exec& exec, config::SourceCountRule rule, int frames,
+                      config::SubspaceMethod method = config::SubspaceMethod::eig) {
   using R = linalg::real_t<T>;
   const auto type = std::is_same_v<T, linalg::cf32> ? config::SampleType::cf32 : config::SampleType::cf64;
-  const std::uint64_t seed = fresh_seed(std::string("acceptance ") + (rule == config::SourceCountRule::mdl ? "mdl" : "aic"));
+  const std::uint64_t seed = fresh_seed(std::string("acceptance ") + (rule == config::SourceCountRule::mdl ? "mdl" : "aic") +
+                                        " " + std::string(config::name(method)));
   config::Config c = acceptance_config(type, seed);
   c.pipeline.stages.subspace.source_count = rule;
+  c.pipeline.stages.subspace.method = method;
   Chain chain(c, exec);
   stages::ScenarioGenerator generator(c.scenario, 0, 2);
   const auto grid = stages::angle_grid_points(c.pipeline.stages.subspace.angle_grid);
@@ -175,10 +180,11 @@ void check_acceptance(linalg::Exec& exec, config::SourceCountRule rule, int fram
 // Noise only: MDL counts no source, no DOA is reported, and with the whole space as the noise
 // subspace Q(θ) = aᴴa = N: the spectrum is flat at −10·log10 N dB.
 template <class T>
-void check_noise_only(linalg::Exec& exec) {
+void check_noise_only(linalg::Exec& exec, config::SubspaceMethod method = config::SubspaceMethod::eig) {
   const auto type = std::is_same_v<T, linalg::cf32> ? config::SampleType::cf32 : config::SampleType::cf64;
-  config::Config c = acceptance_config(type, fresh_seed("noise only"));
+  config::Config c = acceptance_config(type, fresh_seed("noise only " + std::string(config::name(method))));
   c.scenario.sources = {};
+  c.pipeline.stages.subspace.method = method;
   Chain chain(c, exec);
   stages::ScenarioGenerator generator(c.scenario, 0, 2);
   const std::uint32_t points = chain.shape.spectrum_points;
@@ -317,9 +323,10 @@ void check_pass_through(linalg::Exec& exec) {
 // A NaN in one cell's snapshots marks that cell (status non_finite_input, no count, no DOA, NaN
 // spectrum) and leaves every other cell exactly as it is without the NaN.
 template <class T>
-void check_non_finite_cell(linalg::Exec& exec) {
+void check_non_finite_cell(linalg::Exec& exec, config::SubspaceMethod method = config::SubspaceMethod::eig) {
   const auto type = std::is_same_v<T, linalg::cf32> ? config::SampleType::cf32 : config::SampleType::cf64;
-  config::Config c = acceptance_config(type, fresh_seed("non-finite cell"), 8);
+  config::Config c = acceptance_config(type, fresh_seed("non-finite cell " + std::string(config::name(method))), 8);
+  c.pipeline.stages.subspace.method = method;
   Chain chain(c, exec);
   stages::ScenarioGenerator generator(c.scenario, 0, 2);
   const auto clean = generator.frame(0);
@@ -394,6 +401,236 @@ void check_wrong_shapes(linalg::Exec& exec) {
   replay::Frame frame{good, std::vector<std::byte>(good.payload_bytes())};
   alone.slot->load(frame);
   EXPECT_THROW(alone.stages.at(0)->run(alone.slot->slot, exec), pipeline::FrameError);
+}
+
+// ---- the svd method (pipeline.stages.subspace.method: svd) ----------------------------------
+
+// Ascending eigenvalues of each cell's sample covariance X·Xᴴ/K + δI, from the frame's samples
+// promoted to double and LAPACK's zheevd in double: the reference both methods are measured
+// against. Its own error, of order 10⁻¹⁶·λ_max, is far below either method's in the frame's type.
+template <class T>
+std::vector<double> reference_eigenvalues(const replay::Frame& frame, double loading = 0.0) {
+  static linalg::Exec host = linalg::Exec::cpu(2);
+  const auto x = replay::payload_as<T>(frame);
+  const int n = static_cast<int>(frame.header.rows), k = static_cast<int>(frame.header.cols);
+  const int cells = static_cast<int>(frame.header.count);
+  std::vector<cd> r(std::size_t(cells) * n * n);
+  for (int cell = 0; cell < cells; ++cell) {
+    cd* rc = r.data() + std::size_t(cell) * n * n;
+    const T* xc = x.data() + std::size_t(cell) * n * k;
+    for (int t = 0; t < k; ++t)
+      for (int j = 0; j < n; ++j) {
+        const cd xj = std::conj(cd(xc[std::size_t(t) * n + j]));
+        for (int i = j; i < n; ++i) rc[i + j * n] += cd(xc[std::size_t(t) * n + i]) * xj;
+      }
+    for (int j = 0; j < n; ++j)
+      for (int i = j; i < n; ++i) rc[i + j * n] = rc[i + j * n] / double(k) + (i == j ? loading : 0.0);
+  }
+  std::vector<double> w(std::size_t(cells) * n);
+  std::vector<int> info(cells, -1);
+  linalg::heev<linalg::cf64>(host, linalg::Batch<linalg::cf64>::packed(r.data(), n, n, cells), w, info,
+                             {linalg::Uplo::lower, false});
+  for (int cell = 0; cell < cells; ++cell) EXPECT_EQ(info[cell], 0) << "reference, cell " << cell;
+  return w;
+}
+
+inline config::SampleType sample_type_of(bool single) { return single ? config::SampleType::cf32 : config::SampleType::cf64; }
+
+// On the default scenario (16 elements, sources at −20°, 5° and 31° at 10 dB, a 30 dB jammer at 48°,
+// 200 snapshots, 180 cells) the svd method counts the same sources as eig in every cell and finds
+// the same DOAs; its eigenvalues agree with eig's to eig's own accuracy, O(N·ε·λ_max), with and
+// without diagonal loading.
+template <class T>
+void check_svd_matches_eig_on_default_scenario(linalg::Exec& exec, double doa_tolerance_deg) {
+  using R = linalg::real_t<T>;
+  const bool single = std::is_same_v<T, linalg::cf32>;
+  config::Config c;
+  c.scenario.seed = static_cast<std::int64_t>(fresh_seed("svd against eig, default scenario") >> 1);
+  c.scenario.element_type = sample_type_of(single);
+  c.pipeline.stages.adaptive.enabled = false;  // not what is compared here
+  config::Config with_svd = c;
+  with_svd.pipeline.stages.subspace.method = config::SubspaceMethod::svd;
+  Chain eig(c, exec), svd(with_svd, exec);
+  stages::ScenarioGenerator generator(c.scenario, 0, 2);
+  const std::uint32_t n = eig.shape.channels, cells = eig.shape.cells, s = eig.shape.max_sources;
+  double worst_doa = 0.0, worst_value = 0.0;
+  for (int f = 0; f < 2; ++f) {
+    const auto frame = generator.frame(f);
+    eig.run(frame);
+    svd.run(frame);
+    const auto& e = eig.slot->slot.results;
+    const auto& v = svd.slot->slot.results;
+    ASSERT_EQ(v.cells, cells);
+    const auto e_values = eig.slot->eigenvalues<R>();
+    const auto v_values = svd.slot->eigenvalues<R>();
+    for (std::uint32_t cell = 0; cell < cells; ++cell) {
+      SCOPED_TRACE("frame " + std::to_string(f) + " cell " + std::to_string(cell));
+      ASSERT_EQ(svd.slot->info()[cell], 0);
+      ASSERT_EQ(v.cell_status[cell], 0);
+      ASSERT_EQ(v.source_count[cell], e.source_count[cell]);
+      EXPECT_EQ(v.source_count[cell], 4);  // three sources and the jammer
+      for (std::uint32_t k = 0; k < s; ++k) {
+        const float a = v.doa_deg[cell * s + k], b = e.doa_deg[cell * s + k];
+        if (std::isnan(b)) {
+          EXPECT_TRUE(std::isnan(a)) << "DOA " << k;
+          continue;
+        }
+        EXPECT_NEAR(a, b, doa_tolerance_deg) << "DOA " << k;
+        worst_doa = std::max(worst_doa, double(std::abs(a - b)));
+      }
+      const double largest = e_values[std::size_t(cell + 1) * n - 1];
+      for (std::uint32_t k = 0; k < n; ++k) {
+        const double difference = std::abs(double(v_values[cell * n + k]) - double(e_values[cell * n + k]));
+        EXPECT_LE(difference, 8.0 * n * eps<T>() * largest) << "eigenvalue " << k;
+        worst_value = std::max(worst_value, difference / (n * eps<T>() * largest));
+        EXPECT_EQ(v.eigenvalues[cell * n + k], static_cast<float>(v_values[cell * n + k]));
+      }
+    }
+  }
+  std::cout << "[ info     ] svd against eig: worst DOA difference " << worst_doa << "°, worst eigenvalue difference "
+            << worst_value << " N·ε·λ_max\n";
+
+  // Diagonal loading δ: eig decomposes R̂ + δI, svd adds δ to σ²/K; the same eigenvalues.
+  c.pipeline.stages.covariance.diagonal_loading = with_svd.pipeline.stages.covariance.diagonal_loading = 0.25;
+  Chain eig_loaded(c, exec), svd_loaded(with_svd, exec);
+  const auto frame = generator.frame(5);
+  eig_loaded.run(frame);
+  svd_loaded.run(frame);
+  const auto e_values = eig_loaded.slot->eigenvalues<R>();
+  const auto v_values = svd_loaded.slot->eigenvalues<R>();
+  const auto reference = reference_eigenvalues<T>(frame, 0.25);
+  for (std::uint32_t cell = 0; cell < cells; ++cell) {
+    const double largest = reference[std::size_t(cell + 1) * n - 1];
+    for (std::uint32_t k = 0; k < n; ++k) {
+      EXPECT_LE(std::abs(double(v_values[cell * n + k]) - double(e_values[cell * n + k])), 8.0 * n * eps<T>() * largest)
+          << "loaded, cell " << cell << " eigenvalue " << k;
+      EXPECT_GT(v_values[cell * n + k], 0.25 * (1 - 4 * eps<T>())) << "loaded, cell " << cell << " eigenvalue " << k;
+    }
+  }
+}
+
+// The reason for the svd method: a 60 dB jammer on 16 elements makes λ_max/λ_noise ≈ 1.6·10⁷. In
+// single precision, heev of the covariance leaves every noise eigenvalue with an error of order
+// ε·λ_max — about the noise power itself — while gesvj of the snapshots leaves an error of order
+// ε·√(λ_max·λ_noise). Both are measured against the double-precision eigenvalues of the same
+// samples; the svd error must be within 2·N·ε·√(λ_max·λ_i) and at least 30 times below eig's, and
+// the svd method's source counts must be the reference criterion's on the reference eigenvalues.
+inline void check_svd_keeps_noise_eigenvalues_next_to_a_strong_jammer(linalg::Exec& exec) {
+  using T = linalg::cf32;
+  using R = float;
+  config::Config c = acceptance_config(config::SampleType::cf32, fresh_seed("60 dB jammer"), 48);
+  c.scenario.sources = {{-20.0, 10.0}, {5.0, 10.0}, {31.0, 0.0}};
+  c.scenario.jammers = {{48.0, 60.0}};
+  c.pipeline.stages.adaptive.enabled = false;
+  config::Config with_svd = c;
+  with_svd.pipeline.stages.subspace.method = config::SubspaceMethod::svd;
+  Chain eig(c, exec), svd(with_svd, exec);
+  stages::ScenarioGenerator generator(c.scenario, 0, 2);
+  const auto frame = generator.frame(0);
+  eig.run(frame);
+  svd.run(frame);
+  const auto reference = reference_eigenvalues<T>(frame);
+  const auto e_values = eig.slot->eigenvalues<R>();
+  const auto v_values = svd.slot->eigenvalues<R>();
+  const int n = 16, noise = n - 4;  // three sources and the jammer
+  const std::uint32_t cells = eig.shape.cells;
+  double eig_error = 0.0, svd_error = 0.0, svd_budget_used = 0.0, largest = 0.0;
+  int eig_counts_right = 0, svd_counts_right = 0;
+  for (std::uint32_t cell = 0; cell < cells; ++cell) {
+    const double* w = reference.data() + std::size_t(cell) * n;
+    largest = std::max(largest, w[n - 1]);
+    for (int k = 0; k < noise; ++k) {
+      // The noise power per element is 1: these errors are in units of it.
+      const double e = std::abs(double(e_values[cell * n + k]) - w[k]);
+      const double v = std::abs(double(v_values[cell * n + k]) - w[k]);
+      const double bound = 2.0 * n * eps<T>() * std::sqrt(w[n - 1] * w[k]) + 2.0 * eps<T>() * w[k];
+      EXPECT_LE(v, bound) << "cell " << cell << " noise eigenvalue " << k << " (reference " << w[k] << ")";
+      eig_error = std::max(eig_error, e);
+      svd_error = std::max(svd_error, v);
+      svd_budget_used = std::max(svd_budget_used, v / bound);
+    }
+    const int expected = reference_source_count(std::vector<double>(w, w + n), 200.0, true);
+    EXPECT_EQ(svd.slot->slot.results.source_count[cell], expected) << "cell " << cell;
+    if (svd.slot->slot.results.source_count[cell] == expected) ++svd_counts_right;
+    if (eig.slot->slot.results.source_count[cell] == expected) ++eig_counts_right;
+  }
+  std::cout << "[ info     ] 60 dB jammer, cf32, λ_max/σ² = " << largest << ": largest noise-eigenvalue error (units of σ²) "
+            << "eig " << eig_error << ", svd " << svd_error << " (" << svd_budget_used
+            << " of its bound); source counts as the double reference's: eig " << eig_counts_right << "/" << cells
+            << ", svd " << svd_counts_right << "/" << cells << "\n";
+  EXPECT_GE(eig_error, 30.0 * svd_error) << "the covariance route should lose far more accuracy than the SVD";
+}
+
+// What the svd method cannot decompose is refused, naming the key: covariance frames, fewer
+// snapshots than elements, a window of several frames — when the chain is built for such an input
+// (a configuration error), and frame by frame at run time (FrameError "shape"). Without a
+// covariance stage the svd method still takes snapshot frames: it reads the payload itself.
+template <class T>
+void check_svd_refuses_what_it_cannot_decompose(linalg::Exec& exec) {
+  const bool single = std::is_same_v<T, linalg::cf32>;
+  config::Config c = acceptance_config(sample_type_of(single), fresh_seed("svd refusals"), 4);
+  c.pipeline.stages.subspace.method = config::SubspaceMethod::svd;
+  const auto element_type = single ? replay::ElementType::cf32 : replay::ElementType::cf64;
+  auto expect_config_error = [&](const config::Config& config, const stages::InputShape& input, const std::string& phrase) {
+    try {
+      stages::make_processing_stages(config, input);
+      ADD_FAILURE() << phrase << ": accepted";
+    } catch (const config::ConfigError& e) {
+      EXPECT_EQ(e.key(), "pipeline.stages.subspace.method") << e.what();
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+    }
+  };
+  expect_config_error(c, {replay::PayloadKind::covariance, element_type, 16, 4, 200}, "covariance frames");
+  expect_config_error(c, {replay::PayloadKind::snapshots, element_type, 16, 4, 12}, "fewer snapshots than array elements");
+  config::Config windowed = c;
+  windowed.pipeline.stages.covariance.window = 3;
+  expect_config_error(windowed, stages::scenario_shape(c.scenario), "covariance.window 1");
+  // eig takes the same covariance input.
+  config::Config eig = c;
+  eig.pipeline.stages.subspace.method = config::SubspaceMethod::eig;
+  EXPECT_NO_THROW(stages::make_processing_stages(eig, {replay::PayloadKind::covariance, element_type, 16, 4, 200}));
+
+  Chain chain(c, exec);
+  pipeline::Stage& subspace = *chain.stages.at(1);
+  ASSERT_EQ(subspace.name(), "subspace");
+  auto expect_refused = [&](replay::FrameHeader h, const std::string& what) {
+    chain.slot->load_header(h);
+    try {
+      subspace.run(chain.slot->slot, exec);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const pipeline::FrameError& e) {
+      EXPECT_EQ(e.reason(), "shape") << what;
+      EXPECT_NE(std::string(e.what()).find("pipeline.stages.subspace.method"), std::string::npos) << e.what();
+    }
+  };
+  replay::FrameHeader h;
+  h.kind = replay::PayloadKind::covariance;
+  h.element_type = element_type;
+  h.rows = h.cols = 16;
+  h.count = 4;
+  expect_refused(h, "covariance frame");
+  h.kind = replay::PayloadKind::snapshots;
+  h.cols = 15;
+  expect_refused(h, "15 snapshots for 16 channels");
+
+  // prepare() refuses a frame shape without enough snapshots.
+  stages::SubspaceSettings settings;
+  settings.config = c.pipeline.stages.subspace;
+  stages::SubspaceStage alone(settings);
+  auto shape = chain.shape;
+  shape.snapshots = 8;
+  EXPECT_THROW(alone.prepare(shape, exec), std::invalid_argument);
+
+  // No covariance stage: the svd method reads the snapshots from the payload.
+  c.pipeline.stages.covariance.enabled = false;
+  c.pipeline.stages.adaptive.enabled = false;
+  Chain without_covariance(c, exec);
+  ASSERT_EQ(without_covariance.stages.size(), 1u);
+  without_covariance.run(stages::ScenarioGenerator(c.scenario, 0, 2).frame(0));
+  for (std::uint32_t cell = 0; cell < chain.shape.cells; ++cell) {
+    EXPECT_EQ(without_covariance.slot->slot.results.cell_status[cell], 0) << "cell " << cell;
+    EXPECT_EQ(without_covariance.slot->slot.results.source_count[cell], 3) << "cell " << cell;
+  }
 }
 
 }  // namespace covflow::test

@@ -28,6 +28,27 @@ TYPED_TEST(ProcessingGpu, CovarianceFramesPassThrough) { check_pass_through<Type
 TYPED_TEST(ProcessingGpu, NonFiniteCellIsIsolated) { check_non_finite_cell<TypeParam>(GpuTest::gpu()); }
 TYPED_TEST(ProcessingGpu, WrongShapesAreFrameErrors) { check_wrong_shapes<TypeParam>(GpuTest::gpu()); }
 
+// pipeline.stages.subspace.method: svd — gesvj of the snapshots on the device, then the same
+// device path as eig.
+TYPED_TEST(ProcessingGpu, SvdMethodMdlCountsThreeSourcesAndMusicFindsThemWithinHalfADegree) {
+  check_acceptance<TypeParam>(GpuTest::gpu(), config::SourceCountRule::mdl, 3, config::SubspaceMethod::svd);
+}
+TYPED_TEST(ProcessingGpu, SvdMethodNoiseOnlyCountsNoSourceAndTheSpectrumIsFlat) {
+  check_noise_only<TypeParam>(GpuTest::gpu(), config::SubspaceMethod::svd);
+}
+TYPED_TEST(ProcessingGpu, SvdMethodNonFiniteCellIsIsolated) {
+  check_non_finite_cell<TypeParam>(GpuTest::gpu(), config::SubspaceMethod::svd);
+}
+TYPED_TEST(ProcessingGpu, SvdMethodGivesTheSameCountsAndDoasAsEigOnTheDefaultScenario) {
+  check_svd_matches_eig_on_default_scenario<TypeParam>(GpuTest::gpu(), std::is_same_v<TypeParam, linalg::cf32> ? 1e-3 : 1e-4);
+}
+TYPED_TEST(ProcessingGpu, SvdMethodRefusesCovarianceInputFewSnapshotsAndWindowsNamingTheKey) {
+  check_svd_refuses_what_it_cannot_decompose<TypeParam>(GpuTest::gpu());
+}
+TEST_F(GpuTest, SvdMethodNoiseEigenvaluesStayAccurateNextToA60DbJammerInSinglePrecision) {
+  check_svd_keeps_noise_eigenvalues_next_to_a_strong_jammer(GpuTest::gpu());
+}
+
 // The whole default chain on the default scenario (16 elements, 180 cells, a 30 dB jammer): the
 // results arrive only through the host function, after the synchronisation the runner makes;
 // they match the CPU lane's counts and lie within 0.05° of its DOAs.

@@ -32,6 +32,26 @@ TYPED_TEST(ProcessingCpu, CovarianceFramesPassThrough) { check_pass_through<Type
 TYPED_TEST(ProcessingCpu, NonFiniteCellIsIsolated) { check_non_finite_cell<TypeParam>(cpu()); }
 TYPED_TEST(ProcessingCpu, WrongShapesAreFrameErrors) { check_wrong_shapes<TypeParam>(cpu()); }
 
+// pipeline.stages.subspace.method: svd — gesvj of the snapshots instead of heev of the covariance.
+TYPED_TEST(ProcessingCpu, SvdMethodMdlCountsThreeSourcesAndMusicFindsThemWithinHalfADegree) {
+  check_acceptance<TypeParam>(cpu(), config::SourceCountRule::mdl, 2, config::SubspaceMethod::svd);
+}
+TYPED_TEST(ProcessingCpu, SvdMethodNoiseOnlyCountsNoSourceAndTheSpectrumIsFlat) {
+  check_noise_only<TypeParam>(cpu(), config::SubspaceMethod::svd);
+}
+TYPED_TEST(ProcessingCpu, SvdMethodNonFiniteCellIsIsolated) {
+  check_non_finite_cell<TypeParam>(cpu(), config::SubspaceMethod::svd);
+}
+TYPED_TEST(ProcessingCpu, SvdMethodGivesTheSameCountsAndDoasAsEigOnTheDefaultScenario) {
+  check_svd_matches_eig_on_default_scenario<TypeParam>(cpu(), std::is_same_v<TypeParam, linalg::cf32> ? 1e-3 : 1e-4);
+}
+TYPED_TEST(ProcessingCpu, SvdMethodRefusesCovarianceInputFewSnapshotsAndWindowsNamingTheKey) {
+  check_svd_refuses_what_it_cannot_decompose<TypeParam>(cpu());
+}
+TEST(ProcessingCpuSvd, NoiseEigenvaluesStayAccurateNextToA60DbJammerInSinglePrecision) {
+  check_svd_keeps_noise_eigenvalues_next_to_a_strong_jammer(cpu());
+}
+
 TEST(ProcessingFactory, BuildsTheEnabledStagesInChainOrder) {
   config::Config c;
   c.pipeline.stages.adaptive.enabled = false;  // tests/stages/adaptive_test.cpp covers it
@@ -57,6 +77,18 @@ TEST(ProcessingFactory, BuildsTheEnabledStagesInChainOrder) {
 
   c.pipeline.stages.subspace.enabled = false;
   EXPECT_TRUE(stages::make_processing_stages(c).empty());
+
+  // svd reads the snapshots itself, with or without the covariance stage, and takes its loading.
+  c.pipeline.stages.subspace.enabled = true;
+  c.pipeline.stages.subspace.method = config::SubspaceMethod::svd;
+  c.pipeline.stages.covariance.diagonal_loading = 0.5;
+  chain = stages::make_processing_stages(c);
+  ASSERT_EQ(chain.size(), 1u);
+  auto* svd = dynamic_cast<stages::SubspaceStage*>(chain[0].get());
+  ASSERT_NE(svd, nullptr);
+  EXPECT_FALSE(svd->settings().covariance_from_payload);
+  EXPECT_EQ(svd->settings().diagonal_loading, 0.5);
+  EXPECT_EQ(svd->settings().config.method, config::SubspaceMethod::svd);
 }
 
 TEST(ProcessingFactory, FrameShapeFollowsTheScenarioAndTheAngleGrid) {

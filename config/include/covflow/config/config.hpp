@@ -23,6 +23,7 @@ enum class ScenarioPayload { snapshots, covariance };
 enum class SampleType { cf32, cf64 };
 enum class Overflow { drop_oldest, reject_newest, block };
 enum class SourceCountRule { mdl, aic };
+enum class SubspaceMethod { eig, svd };
 
 std::string_view name(LogLevel value);
 std::string_view name(Backend value);
@@ -33,6 +34,7 @@ std::string_view name(ScenarioPayload value);
 std::string_view name(SampleType value);
 std::string_view name(Overflow value);
 std::string_view name(SourceCountRule value);
+std::string_view name(SubspaceMethod value);
 
 // ZeroMQ CURVE security for the daemon's sockets (docs/zmq.md, "Security").
 struct CurveConfig {
@@ -144,6 +146,9 @@ struct SubspaceStageConfig {
   bool degradable = false;
   double budget_ms = 0.0;
   SourceCountRule source_count = SourceCountRule::mdl;
+  // eig: heev of the covariance estimate. svd: gesvj of each cell's snapshot matrix, whose
+  // singular values square to the same eigenvalues without squaring the condition number.
+  SubspaceMethod method = SubspaceMethod::eig;
   AngleGrid angle_grid;
   bool operator==(const SubspaceStageConfig&) const = default;
 };

@@ -51,8 +51,13 @@ pipeline::FrameShape frame_shape(const config::Config& config);
 // covariance stage (input.snapshots for covariance frames), and reads the payload of covariance
 // frames directly when the covariance stage is disabled. The adaptive stage reads the snapshots
 // itself and gets the scenario as its model (SINR, null depth) only when ingest.source is synth.
-// Throws std::invalid_argument when the subspace stage would need K for covariance frames that do
-// not say it. The stages refer to each other: keep the vector (or all of its elements) alive
+// With pipeline.stages.subspace.method svd the subspace stage reads the snapshots from the payload
+// (whether or not the covariance stage runs) and adds pipeline.stages.covariance.diagonal_loading
+// to its eigenvalues. Throws config::ConfigError naming pipeline.stages.subspace.method when svd
+// meets an input of covariance frames, or of fewer snapshots than elements (the loader refuses
+// these for the generator and a feed; a file's records are known only here), and
+// std::invalid_argument when the subspace stage would need K for covariance frames that do not
+// say it. The stages refer to each other: keep the vector (or all of its elements) alive
 // together.
 std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const config::Config& config, const InputShape& input);
 // The same for the built-in generator's frames.

@@ -1,11 +1,16 @@
-// The subspace stage: per cell, heev of the covariance → number of sources by MDL or AIC → MUSIC
-// pseudo-spectrum over the angle grid, computed through FFTs of the noise eigenvectors → the
-// directions of the highest peaks, refined far below the grid step (docs/stages.md, "subspace").
+// The subspace stage: per cell, the eigen-pairs of the covariance → number of sources by MDL or
+// AIC → MUSIC pseudo-spectrum over the angle grid, computed through FFTs of the noise eigenvectors
+// → the directions of the highest peaks, refined far below the grid step (docs/stages.md,
+// "subspace"). The eigen-pairs come from heev of the covariance (method eig) or from gesvj of the
+// cell's N × K snapshot matrix X (method svd: eigenvalues σ²/K + δ, eigenvectors U), which does
+// not square the condition number and so keeps the noise eigenvalues accurate next to a strong
+// jammer.
 //
-// Reads:  the slot's covariance array (or, when built with covariance_from_payload, the payload
-//         of a covariance frame).
-// Writes: eigenvalues and eigenvectors arrays (heev's output: ascending values, vectors as
-//         columns), info (heev's per-cell status), and results: cells, source_count, doa_deg
+// Reads:  eig: the slot's covariance array (or, when built with covariance_from_payload, the
+//         payload of a covariance frame). svd: the payload of a snapshot frame.
+// Writes: eigenvalues and eigenvectors arrays (heev's layout whatever the method: ascending
+//         values, vectors as columns), info (the decomposition's per-cell status), and results:
+//         cells, source_count, doa_deg
 //         (ascending angle, NaN-padded to max_sources), eigenvalues, cell_status, spectrum_db
 //         (when the frame shape keeps spectrum points).
 // On a CUDA lane everything stays on the device; the small results are copied into the slot's
@@ -46,8 +51,11 @@ struct SubspaceSettings {
   // frame (window and forgetting included). May be null.
   const CovarianceStage* snapshot_counts = nullptr;
   // Read the covariance from the payload of covariance frames (no covariance stage in the chain)
-  // instead of the slot's covariance array.
+  // instead of the slot's covariance array. Method eig only.
   bool covariance_from_payload = false;
+  // Method svd: δ added to every eigenvalue, as the covariance stage adds δI to its estimate
+  // (pipeline.stages.covariance.diagonal_loading).
+  double diagonal_loading = 0.0;
 };
 
 class SubspaceStage final : public pipeline::Stage {
@@ -59,9 +67,10 @@ class SubspaceStage final : public pipeline::Stage {
   bool degradable() const override { return settings_.config.degradable; }
   double budget_ms() const override { return settings_.config.budget_ms; }
 
-  // Reserves heev's workspace, plans the FFTs (FFTW on a CPU lane, cuFFT on a CUDA lane) and
-  // allocates every buffer of this lane. Throws std::invalid_argument when the shape keeps a
-  // spectrum whose length is not the angle grid's.
+  // Reserves heev's (eig) or gesvj's (svd) workspace, plans the FFTs (FFTW on a CPU lane, cuFFT on
+  // a CUDA lane) and allocates every buffer of this lane. Throws std::invalid_argument when the
+  // shape keeps a spectrum whose length is not the angle grid's, and for svd when the shape has
+  // no snapshots or fewer snapshots than channels.
   void prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) override;
   // Host scratch for the results' way back from the device (pinned on a CUDA lane).
   pipeline::SlotNeeds slot_needs(const pipeline::FrameShape& shape) const override;
