@@ -242,7 +242,8 @@ void add_rows(Report& report, const QrShape& s, const Settings& settings, Exec* 
   form.flops = ungqr_flops(m, n, complex) * double(count);
   factor.vendors = {"geqrf-batched"};
   form.vendors = {"ungqr-loop"};
-  const std::size_t mn = std::size_t(m) * n, elems = mn * std::size_t(count), taus = std::size_t(n) * count;
+  const std::size_t mn = std::size_t(m) * n;
+  [[maybe_unused]] const std::size_t elems = mn * std::size_t(count), taus = std::size_t(n) * count;  // device buffers
   const std::vector<T> input = make_inputs<T>(m, n, count, rng);
 
 #if COVFLOW_HAS_CUDA

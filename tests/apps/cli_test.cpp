@@ -460,7 +460,9 @@ void check_svd_case(const test::ScratchDir& dir, std::size_t count, bool batched
     for (std::size_t j = 0; j < k; ++j) {
       EXPECT_EQ(sv[b * k + j].imag(), 0.0);
       EXPECT_GE(sv[b * k + j].real(), 0.0) << "S[" << j << "], matrix " << b;
-      if (j > 0) EXPECT_LE(sv[b * k + j].real(), sv[b * k + j - 1].real()) << "S not descending, matrix " << b;
+      if (j > 0) {
+        EXPECT_LE(sv[b * k + j].real(), sv[b * k + j - 1].real()) << "S not descending, matrix " << b;
+      }
     }
     const std::vector<cd> a_b(ab.data, ab.data + m * n);
     EXPECT_LE(product_error(matrix(us, 0, m, k), false, vb, false, a_b), tolerance * std::max(frobenius(ab), 1e-300))
