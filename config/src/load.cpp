@@ -127,8 +127,8 @@ class DocumentStarts final : public YAML::EventHandler {
 
 // Refuses a stream of more than one document, and a token yaml-cpp 0.7 cannot start a node with
 // (a stray ','): its parser then reports an empty document without consuming the token — so
-// Load() would return an empty configuration and LoadAll() would never return (jbeder/yaml-cpp
-// issue 1040, fixed upstream in 2024). Such a parser is recognised by a document that starts where
+// Load() would return an empty configuration and LoadAll() would never return (a yaml-cpp bug,
+// github.com/jbeder/yaml-cpp/issues/1040, fixed upstream in 2024). Such a parser is recognised by a document that starts where
 // the previous one did.
 void check_single_document(std::string_view yaml, const Origin& origin, const std::string& key) {
   std::istringstream stream{std::string(yaml)};

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "../common/blas.hpp"
+#include "../common/cpu_helpers.hpp"
 #include "heev_impl.hpp"
 
 namespace covflow::linalg::detail {
@@ -29,8 +30,6 @@ LapackSizes lapack_sizes(int n, bool vectors) {
   sizes.liwork = iwork_query;
   return sizes;
 }
-
-constexpr std::size_t align_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 template <class T>
 std::size_t worker_bytes(const LapackSizes& s) {

@@ -7,12 +7,11 @@
 #include <string>
 
 #include "../common/blas.hpp"
+#include "../common/cpu_helpers.hpp"
 #include "qr_impl.hpp"
 
 namespace covflow::linalg::detail {
 namespace {
-
-constexpr std::size_t align_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // LAPACK's optimal lwork from a workspace query's work[0] (at least 1).
 template <class T>
@@ -44,20 +43,6 @@ int unmqr_lwork(Side side, int m_c, int n_c, int k) {
   blas::unmqr(static_cast<char>(side), 'N', m_c, n_c, k, static_cast<const T*>(nullptr), std::max(1, r),
               static_cast<const T*>(nullptr), static_cast<T*>(nullptr), std::max(1, m_c), &query, -1, &info);
   return lwork_from(query);
-}
-
-template <class T>
-bool is_finite(const T& v) {
-  if constexpr (is_complex_v<T>) return std::isfinite(v.real()) && std::isfinite(v.imag());
-  else return std::isfinite(v);
-}
-
-template <class T>
-bool matrix_is_finite(const T* a, std::int64_t ld, int m, int n) {
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i)
-      if (!is_finite(a[i + j * ld])) return false;
-  return true;
 }
 
 // LAPACK's info < 0 names an argument of ours that qr.cpp should have refused.

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "../common/blas.hpp"
+#include "../common/cpu_helpers.hpp"
 #include "gesvj_impl.hpp"
 
 namespace covflow::linalg::detail {
@@ -21,8 +22,6 @@ namespace {
 
 // ?gesvj's fixed sweep limit (the Fortran parameter NSWEEP); it has no argument for another.
 constexpr int lapack_sweep_limit = 30;
-
-constexpr std::size_t align_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Per-worker scratch: ?gesvj's work (and rwork for complex T), the column norms of its result
 // and, for m < n, Aᴴ.
@@ -45,20 +44,6 @@ Layout layout(std::int64_t m, std::int64_t n) {
   l.norms_bytes = align_up(sizeof(double) * std::size_t(cols));
   l.transpose_bytes = m < n ? align_up(sizeof(T) * std::size_t(m) * std::size_t(n)) : 0;
   return l;
-}
-
-template <class T>
-bool is_finite(const T& v) {
-  if constexpr (is_complex_v<T>) return std::isfinite(v.real()) && std::isfinite(v.imag());
-  else return std::isfinite(v);
-}
-
-template <class T>
-bool matrix_is_finite(const T* a, std::int64_t ld, int m, int n) {
-  for (int j = 0; j < n; ++j)
-    for (int i = 0; i < m; ++i)
-      if (!is_finite(a[i + j * ld])) return false;
-  return true;
 }
 
 template <class T>
