@@ -2,8 +2,9 @@
 //   covflow          linalg::gesvj on the CUDA backend (one-sided Jacobi; see linalg/svd/)
 //   gesvdj-batched   cusolverDn<t>gesvdjBatched (cuSOLVER's batched Jacobi; m, n ≤ 32 only; full U, V)
 //   gesvda-strided   cusolverDn<t>gesvdaStridedBatched (approximate: it works on the Gram matrix,
-//                    so small σ lose accuracy — its residual is reported beside ours); only with
-//                    COVFLOW_BENCH_GESVDA=1 (with_gesvda says why)
+//                    so small σ lose accuracy — its residual and σ error are reported beside ours;
+//                    its h_R_nrmF must be a host array: a null pointer faults); m ≥ n
+//                    (COVFLOW_BENCH_GESVDA=0 leaves it out)
 //   gesvdj-streams   cusolverDn<t>gesvdj (economy) on each matrix, the calls spread over 20 streams,
 //                    each with its own handle and workspace (W. Boukaram et al., "Batched QR and SVD
 //                    Algorithms on GPUs…" (Parallel Computing, 2018), §6.3 compares with cuSOLVER
@@ -152,11 +153,11 @@ template <class T> cu_t<T>* cu(T* p) { return reinterpret_cast<cu_t<T>*>(p); }
                                                           batch);                                                      \
   }                                                                                                                    \
   cusolverStatus_t gesvda(cusolverDnHandle_t h, cusolverEigMode_t jobz, int m, int n, T* a, real_t<T>* s, T* u, T* v, \
-                          T* work, int lwork, int* info, int batch) {                                                  \
+                          T* work, int lwork, int* info, double* residuals, int batch) {                               \
     const int k = std::min(m, n);                                                                                      \
     return cusolverDn##P##gesvdaStridedBatched(h, jobz, k, m, n, cu(a), m, (long long)m * n, s, k, cu(u), m,          \
                                                (long long)m * k, cu(v), n, (long long)n * k, cu(work), lwork, info,    \
-                                               nullptr, batch);                                                        \
+                                               residuals, batch);                                                      \
   }
 COVFLOW_SVD_VENDOR(f32, S)
 COVFLOW_SVD_VENDOR(f64, D)
@@ -190,13 +191,10 @@ Timing time_adaptive(cudaStream_t stream, const std::function<void(int)>& call, 
   return time_device(stream, call, settings.warmup > 0 ? 1 : 0, reps, prepare);
 }
 
-// COVFLOW_BENCH_GESVDA=1 adds gesvdaStridedBatched: off by default, because in its first runs here
-// (CUDA 13.0, H200; 1000 × 32×32 and 100 × 2048×64 complex double, with vectors) it stopped with
-// CUSOLVER_STATUS_INTERNAL_ERROR after an illegal address, which ends the process's CUDA context and
-// every row after it. Whether the call or the library is at fault is not settled.
+// COVFLOW_BENCH_GESVDA=0 leaves gesvdaStridedBatched out (it is slow on the large rows).
 bool with_gesvda() {
   const char* text = std::getenv("COVFLOW_BENCH_GESVDA");
-  return text != nullptr && std::string(text) == "1";
+  return !(text != nullptr && std::string(text) == "0");
 }
 #endif
 
@@ -236,10 +234,12 @@ Row bench_one(const Shape& shape, bool vectors, const Settings& settings, Exec* 
     };
     cuda::DeviceBuffer<R> s(static_cast<std::size_t>(count) * k);
     cuda::DeviceBuffer<int> info(static_cast<std::size_t>(count));
-    // U and V, as large as any contender's (gesvdjBatched returns m×m and n×n).
+    // U and V, as large as any contender's (gesvdjBatched returns m×m and n×n). Also for values
+    // only: cuSOLVER's gesvdj and gesvdaStridedBatched fault on null U and V (an illegal address
+    // that ends the context, seen with CUDA 13.0 on an H100) even when told not to compute them.
     const bool full = m <= 32 && n <= 32;
-    cuda::DeviceBuffer<T> u(vectors ? static_cast<std::size_t>(count) * m * (full ? m : k) : 0);
-    cuda::DeviceBuffer<T> v(vectors ? static_cast<std::size_t>(count) * n * (full ? n : k) : 0);
+    cuda::DeviceBuffer<T> u(static_cast<std::size_t>(count) * m * (full ? m : k));
+    cuda::DeviceBuffer<T> v(static_cast<std::size_t>(count) * n * (full ? n : k));
 
     auto read = [&](int ldu, int ldv, std::size_t u_stride, std::size_t v_stride) {
       Result<T> r;
@@ -334,19 +334,20 @@ Row bench_one(const Shape& shape, bool vectors, const Settings& settings, Exec* 
             fmt::format("{:.2f} n·ε", residual_of(reference_result, std::size_t(m) * m, std::size_t(n) * n));
     }
 
-    // gesvdaStridedBatched (m ≥ n; on request: with_gesvda says why)
+    // gesvdaStridedBatched (m ≥ n)
     if (m >= n && with_gesvda()) {
       row.vendors.push_back("gesvda-strided");
       int lwork = 0;
       COVFLOW_CUSOLVER_TRY(gesvda_buffer(handle, jobz, m, n, work.data(), s.data(), u.data(), v.data(), &lwork,
                                          static_cast<int>(count)));
       cuda::DeviceBuffer<T> vendor_work(static_cast<std::size_t>(std::max(lwork, 1)));
+      std::vector<double> vendor_residuals(static_cast<std::size_t>(count));  // h_R_nrmF: a host array, one per matrix
       info.fill_bytes(0xFF, stream);
       row.times["gesvda-strided"] = time_adaptive(
           stream,
           [&](int) {
             COVFLOW_CUSOLVER_TRY(gesvda(handle, jobz, m, n, work.data(), s.data(), u.data(), v.data(), vendor_work.data(),
-                                        lwork, info.data(), static_cast<int>(count)));
+                                        lwork, info.data(), vendor_residuals.data(), static_cast<int>(count)));
           },
           restore, settings);
       const Result<T> r = read(m, n, std::size_t(m) * k, std::size_t(n) * k);
