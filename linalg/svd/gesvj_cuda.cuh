@@ -227,6 +227,36 @@ struct BlockJacobiArgs {
   int max_sweeps = 30;
   R tol = 0;
 };
+// Block Jacobi's step with each pair in shared memory (gesvj_cuda_pairs.cu): `width` (P) columns
+// per pair, 32 or 16. factor: [Y_i Y_j] (n × P) from Y → its QR in W (pairs × n × P, ld n) and τ
+// (pairs × P); update: with R' (pairs × P × P: R·V_R, the warp Jacobi's pair-mode U·Σ) and V_R
+// (pairs × P × P), [Y_i Y_j] ← Q₁·R' and [V_i V_j] ← [V_i V_j]·V_R (vy may be null). Pairs of
+// matrices whose active flag is 0 are skipped.
+enum class PairPhase { factor, update };
+inline constexpr std::size_t kPairSmemLimit = 227 * 1024;  // sm_90's opt-in dynamic shared memory
+template <class D>
+struct PairStep {
+  PairPhase phase = PairPhase::factor;
+  long long pairs = 0;
+  int per_matrix = 0;
+  int n = 0, n_p = 0, width = 0, step = 0;
+  D* y = nullptr;   // count × n × n_p
+  D* vy = nullptr;  // count × n_p × n_p
+  D* w = nullptr;
+  D* tau = nullptr;
+  const D* rprime = nullptr;
+  const D* vr = nullptr;
+  const int* active = nullptr;
+};
+// Whether the step fits shared memory for n rows and this width (and n ≥ width).
+template <class D>
+bool pair_step_fits(int n, int width);
+// Sets the kernels' shared-memory limit; outside stream capture, before the first launch.
+template <class D>
+void configure_pair_step(int width);
+template <class D>
+void launch_pair_step(const PairStep<D>& step, cudaStream_t stream);
+
 // Bytes of workspace block_jacobi takes.
 template <class T>
 std::size_t block_jacobi_workspace(int n, long long count, bool with_u, bool with_v);

@@ -4,15 +4,19 @@
 // does not fit one block's shared memory.
 //
 // It runs on Rᴴ, R the n × n triangle of X·P = Q·R (gesvj_cuda.cu factors X first and says why Rᴴ
-// and the presorting P), copied to Y (n × n_p, n_p = n rounded up to 2b, b = 16: column blocks of
-// 16, pairs of 32). A sweep is nb − 1 steps of the round-robin order over the nb = n_p/b blocks; in
-// a step every matrix has nb/2 disjoint block pairs, and all pairs of all matrices are one batch
-// (P = count·nb/2 problems):
+// and the presorting P), copied to Y (n × n_p, n_p = n rounded up to the pair width 2b: pairs of 16
+// columns, or 8 where 16 do not fit shared memory — pair_width). A sweep is nb − 1 steps of the
+// round-robin order over the nb = n_p/b blocks; in a step every matrix has nb/2 disjoint block
+// pairs, and all pairs of all matrices are one batch (P = count·nb/2 problems). Each step is three
+// launches with the pair in shared memory (gesvj_cuda_pairs.cu: the pair's QR; the warp Jacobi on
+// R_k, one sweep; Q_k's first columns times R'_k into Y, and V's columns rotated). Where not even
+// 8 columns fit (n above about 1800 in complex double), the same step in global memory with pairs
+// of 32 columns:
 //   gather_kernel        W_k = [Y_i Y_j]                      (n × 2b each)
 //   geqrf                W_k = Q_k·R_k                        (linalg/qr's batched geqrf)
 //   warp_jacobi_kernel   R_k·V_k = R'_k, pair mode             (gesvj_cuda_warp.cu: one warp per
-//                        R_k; C_k = [R'_k; 0]; the largest     32 × 32 R, its own sweeps to
-//                        cosine of its first sweep → the       convergence; R'_k's columns stay in
+//                        R_k; C_k = [R'_k; 0]; the largest     R, one sweep (inner_sweeps says
+//                        cosine of its first sweep → the       why); R'_k's columns stay in
 //                        matrix's sweep maximum                their order — sorted, they would
 //                                                              drift between blocks and some
 //                                                              pairs would never meet)
@@ -61,7 +65,50 @@ constexpr int kThreads = 256;
 
 __host__ __device__ constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-int padded_columns(int n) { return (n + kPair - 1) / kPair * kPair; }
+int padded_columns(int n, int width) { return (n + width - 1) / width * width; }
+
+// COVFLOW_GESVJ_PAIRS=0 keeps the global-memory step where the shared-memory one fits (for
+// measurements; the results agree to rounding).
+bool use_pair_step() {
+  static const bool value = [] {
+    const char* text = std::getenv("COVFLOW_GESVJ_PAIRS");
+    return !(text != nullptr && std::string_view(text) == "0");
+  }();
+  return value;
+}
+
+// Sweeps of each pair's inner Jacobi solve: one. The pair need not be orthogonal after its step —
+// the outer sweeps repeat until no pair's first inner sweep finds a cosine above tol, so the result
+// is the same — and a solve to convergence cost the step a quarter more time for no fewer outer
+// sweeps (H100, 200 × 256² and 512² complex double: 10 and 11 sweeps either way).
+// COVFLOW_GESVJ_INNER_SWEEPS overrides it (for measurements).
+int inner_sweeps() {
+  static const int value = [] {
+    const char* text = std::getenv("COVFLOW_GESVJ_INNER_SWEEPS");
+    const int parsed = text != nullptr ? std::atoi(text) : 0;
+    return parsed > 0 ? parsed : 1;
+  }();
+  return value;
+}
+
+// Columns per pair with the step in shared memory: 16 where it fits (n ≤ 800 complex double), else
+// 8; else 32 with the global-memory step. Measured on an H100 (200 matrices, values only): 256²
+// complex double 0.53 s at 16 against 0.63 s at 8 and about 0.54–0.96 s at 32 (one block per SM);
+// 512² double 1.50 s at 16, 1.98 s at 32, 2.57 s at 8; 512² complex double 3.8–4.0 s at 8 or 16.
+// COVFLOW_GESVJ_PAIR_WIDTH=8|16|32 forces a width that fits (for measurements).
+template <class D>
+int pair_width(int n) {
+  static const int forced = [] {
+    const char* text = std::getenv("COVFLOW_GESVJ_PAIR_WIDTH");
+    return text != nullptr ? std::atoi(text) : 0;
+  }();
+  if (use_pair_step()) {
+    if ((forced == 8 || forced == 16 || forced == 32) && pair_step_fits<D>(n, forced)) return forced;
+    if (pair_step_fits<D>(n, 16)) return 16;
+    if (pair_step_fits<D>(n, 8)) return 8;
+  }
+  return kPair;
+}
 
 // The workspace's parts, in one place for the size query and for the call.
 template <class D>
@@ -82,10 +129,10 @@ struct Parts {
   R* last_off = nullptr;   // count: that of the last sweep done
   std::size_t bytes = 0;
 
-  Parts(int n, long long count, bool with_u, bool with_v, unsigned char* base) {
+  Parts(int n, int width, long long count, bool with_u, bool with_v, unsigned char* base) {
     (void)with_u;
-    const int n_p = padded_columns(n);
-    const long long pairs = count * (n_p / kBlock / 2);
+    const int n_p = padded_columns(n, width);
+    const long long pairs = count * (n_p / width);
     std::size_t at = 0;
     auto take = [&](std::size_t size) {
       unsigned char* p = base == nullptr ? nullptr : base + at;
@@ -97,9 +144,9 @@ struct Parts {
     if (with_v) vy = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(count) * n_p * n_p));
     w = reinterpret_cast<D*>(take(mat));
     c = reinterpret_cast<D*>(take(mat));
-    tau = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(pairs) * kPair));
+    tau = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(pairs) * width));
     qr_info = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(pairs)));
-    vr = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(pairs) * kPair * kPair));
+    vr = reinterpret_cast<D*>(take(sizeof(D) * std::size_t(pairs) * width * width));
     active = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
     status = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
     sweeps = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
@@ -456,7 +503,8 @@ bool use_graph() {
 
 template <class T>
 std::size_t block_jacobi_workspace(int n, long long count, bool with_u, bool with_v) {
-  return Parts<device_t<T>>(n, count, with_u, with_v, nullptr).bytes;
+  using D = device_t<T>;
+  return Parts<D>(n, pair_width<D>(n), count, with_u, with_v, nullptr).bytes;
 }
 
 template <class T>
@@ -464,11 +512,13 @@ void block_jacobi(CudaContext& context, const BlockJacobiArgs<device_t<T>>& args
   using D = device_t<T>;
   using R = sreal_t<D>;
   cudaStream_t stream = context.stream();
-  const int n = args.n, n_p = padded_columns(n);
-  const int nb = n_p / kBlock, per_matrix = nb / 2;
+  const int n = args.n, width = pair_width<D>(n), n_p = padded_columns(n, width);
+  const bool shared_step = width != kPair || (use_pair_step() && pair_step_fits<D>(n, width));
+  const int nb = n_p / (width / 2), per_matrix = nb / 2;
   const long long count = args.count, pairs = count * per_matrix;
   const bool with_v = args.v != nullptr;
-  const Parts<D> w(n, count, args.u != nullptr, with_v, static_cast<unsigned char*>(workspace));
+  const Parts<D> w(n, width, count, args.u != nullptr, with_v, static_cast<unsigned char*>(workspace));
+  if (shared_step) configure_pair_step<D>(width);
 
   init_kernel<D><<<static_cast<unsigned>(count), kThreads, 0, stream>>>(args, w, n_p);
   COVFLOW_CHECK_LAUNCH();
@@ -476,23 +526,26 @@ void block_jacobi(CudaContext& context, const BlockJacobiArgs<device_t<T>>& args
   // The pair problems: W_k (n × 2b, its R on top after geqrf) and C_k.
   const Batch<T> w_batch{reinterpret_cast<T*>(w.w), n, kPair, n, static_cast<std::int64_t>(n) * kPair, pairs};
   const Batch<T> c_batch{reinterpret_cast<T*>(w.c), n, kPair, n, static_cast<std::int64_t>(n) * kPair, pairs};
+  // The pairs' inner solves: R (width × width, upper, from W) → R' = R·V_R and V_R. R' goes to C
+  // as the pair's top width rows with zeros below for unmqr, or alone (width × width) for the
+  // shared-memory step.
   Problem<D> inner;
   inner.count = pairs;
-  inner.m = kPair;
-  inner.n = kPair;
+  inner.m = width;
+  inner.n = width;
   inner.a = w.w;
   inner.lda = n;
-  inner.stride_a = static_cast<long long>(n) * kPair;
+  inner.stride_a = static_cast<long long>(n) * width;
   inner.upper = true;
   inner.u = w.c;
-  inner.ldu = n;
-  inner.stride_u = static_cast<long long>(n) * kPair;
-  inner.u_rows = n;
+  inner.ldu = shared_step ? width : n;
+  inner.stride_u = shared_step ? static_cast<long long>(width) * width : static_cast<long long>(n) * width;
+  inner.u_rows = shared_step ? width : n;
   inner.v = w.vr;
-  inner.ldv = kPair;
-  inner.stride_v = kPair * kPair;
-  inner.max_sweeps = 30;
-  inner.tol = static_cast<R>(std::sqrt(double(kPair))) * std::numeric_limits<R>::epsilon();
+  inner.ldv = width;
+  inner.stride_v = static_cast<long long>(width) * width;
+  inner.max_sweeps = inner_sweeps();
+  inner.tol = static_cast<R>(std::sqrt(double(width))) * std::numeric_limits<R>::epsilon();
   inner.pair_mode = true;
   inner.pairs_per_matrix = per_matrix;
   inner.outer_active = w.active;
@@ -500,6 +553,28 @@ void block_jacobi(CudaContext& context, const BlockJacobiArgs<device_t<T>>& args
 
   auto sweep = [&](cudaGraphConditionalHandle handle, bool use_handle) {
     for (int step = 0; step < nb - 1; ++step) {
+      if (shared_step) {
+        PairStep<D> ps;
+        ps.pairs = pairs;
+        ps.per_matrix = per_matrix;
+        ps.n = n;
+        ps.n_p = n_p;
+        ps.width = width;
+        ps.step = step;
+        ps.y = w.y;
+        ps.vy = w.vy;
+        ps.w = w.w;
+        ps.tau = w.tau;
+        ps.rprime = w.c;
+        ps.vr = w.vr;
+        ps.active = w.active;
+        ps.phase = PairPhase::factor;
+        launch_pair_step(ps, stream);
+        launch_warp(inner, stream);
+        ps.phase = PairPhase::update;
+        launch_pair_step(ps, stream);
+        continue;
+      }
       gather_kernel<D><<<static_cast<unsigned>(pairs), kThreads, 0, stream>>>(w.y, w.w, n, n_p, step);
       COVFLOW_CHECK_LAUNCH();
       geqrf_cuda<T>(context, w_batch, {reinterpret_cast<T*>(w.tau), static_cast<std::size_t>(pairs) * kPair},
