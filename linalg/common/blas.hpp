@@ -73,6 +73,20 @@ void zgesvj_(const char* joba, const char* jobu, const char* jobv, const int* m,
              covflow::linalg::cf64* a, const int* lda, double* sva, const int* mv, covflow::linalg::cf64* v,
              const int* ldv, covflow::linalg::cf64* cwork, const int* lwork, double* rwork, const int* lrwork,
              int* info, std::size_t, std::size_t, std::size_t);
+void sgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
+            const int* ldc, std::size_t, std::size_t);
+void dgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
+            const int* ldc, std::size_t, std::size_t);
+void cgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k,
+            const covflow::linalg::cf32* alpha, const covflow::linalg::cf32* a, const int* lda,
+            const covflow::linalg::cf32* b, const int* ldb, const covflow::linalg::cf32* beta,
+            covflow::linalg::cf32* c, const int* ldc, std::size_t, std::size_t);
+void zgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k,
+            const covflow::linalg::cf64* alpha, const covflow::linalg::cf64* a, const int* lda,
+            const covflow::linalg::cf64* b, const int* ldb, const covflow::linalg::cf64* beta,
+            covflow::linalg::cf64* c, const int* ldc, std::size_t, std::size_t);
 }
 
 namespace covflow::linalg::blas {
@@ -174,6 +188,24 @@ inline void gesvj(char joba, char jobu, char jobv, int m, int n, cf32* a, int ld
 inline void gesvj(char joba, char jobu, char jobv, int m, int n, cf64* a, int lda, double* sva, int mv, cf64* v,
                   int ldv, cf64* cwork, int lwork, double* rwork, int lrwork, int* info) {
   zgesvj_(&joba, &jobu, &jobv, &m, &n, a, &lda, sva, &mv, v, &ldv, cwork, &lwork, rwork, &lrwork, info, 1, 1, 1);
+}
+
+// C := alpha · op(A) · op(B) + beta · C; op 'N', 'T' or 'C'.
+inline void gemm(char ta, char tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+                 float beta, float* c, int ldc) {
+  sgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);
+}
+inline void gemm(char ta, char tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+                 int ldb, double beta, double* c, int ldc) {
+  dgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);
+}
+inline void gemm(char ta, char tb, int m, int n, int k, cf32 alpha, const cf32* a, int lda, const cf32* b, int ldb,
+                 cf32 beta, cf32* c, int ldc) {
+  cgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);
+}
+inline void gemm(char ta, char tb, int m, int n, int k, cf64 alpha, const cf64* a, int lda, const cf64* b, int ldb,
+                 cf64 beta, cf64* c, int ldc) {
+  zgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);
 }
 
 }  // namespace covflow::linalg::blas
