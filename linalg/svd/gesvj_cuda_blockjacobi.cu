@@ -52,6 +52,7 @@
 #include <string>
 #include <string_view>
 
+#include "../common/cublas_gemm.cuh"
 #include "../qr/qr_impl.hpp"
 #include "covflow/linalg/cuda/check.hpp"
 #include "gesvj_cuda.cuh"
@@ -462,35 +463,6 @@ __global__ void __launch_bounds__(kThreads) half_minus_identity_kernel(D* g, int
   }
 }
 
-// ---- cuBLAS batched GEMM for the four element types ----------------------------------------------------
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, float alpha, const float* a, int lda,
-                    long long sa, const float* b, int ldb, long long sb, float beta, float* c, int ldc, long long sc,
-                    int count) {
-  return cublasSgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, count);
-}
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, double alpha, const double* a, int lda,
-                    long long sa, const double* b, int ldb, long long sb, double beta, double* c, int ldc, long long sc,
-                    int count) {
-  return cublasDgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, count);
-}
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, Cx<float> alpha, const Cx<float>* a,
-                    int lda, long long sa, const Cx<float>* b, int ldb, long long sb, Cx<float> beta, Cx<float>* c,
-                    int ldc, long long sc, int count) {
-  return cublasCgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, reinterpret_cast<const cuComplex*>(&alpha),
-                                   reinterpret_cast<const cuComplex*>(a), lda, sa, reinterpret_cast<const cuComplex*>(b),
-                                   ldb, sb, reinterpret_cast<const cuComplex*>(&beta), reinterpret_cast<cuComplex*>(c),
-                                   ldc, sc, count);
-}
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, int m, int n, int k, Cx<double> alpha,
-                    const Cx<double>* a, int lda, long long sa, const Cx<double>* b, int ldb, long long sb,
-                    Cx<double> beta, Cx<double>* c, int ldc, long long sc, int count) {
-  return cublasZgemmStridedBatched(h, ta, CUBLAS_OP_N, m, n, k, reinterpret_cast<const cuDoubleComplex*>(&alpha),
-                                   reinterpret_cast<const cuDoubleComplex*>(a), lda, sa,
-                                   reinterpret_cast<const cuDoubleComplex*>(b), ldb, sb,
-                                   reinterpret_cast<const cuDoubleComplex*>(&beta),
-                                   reinterpret_cast<cuDoubleComplex*>(c), ldc, sc, count);
-}
-
 bool use_graph() {
   static const bool value = [] {
     const char* text = std::getenv("COVFLOW_GESVJ_GRAPH");
@@ -643,11 +615,11 @@ void block_jacobi(CudaContext& context, const BlockJacobiArgs<device_t<T>>& args
     const long long nn = static_cast<long long>(n) * n;
     const D one = from_real<D>(R(1)), zero = from_real<D>(R(0)), minus_one = from_real<D>(R(-1));
     const cublasOperation_t adjoint = is_cx<D> ? CUBLAS_OP_C : CUBLAS_OP_T;
-    COVFLOW_CUBLAS_TRY(gemm(context.cublas(), adjoint, n, n, n, one, w.w, n, nn, w.w, n, nn, zero, w.c, n, nn,
+    COVFLOW_CUBLAS_TRY(gemm_batched(context.cublas(), adjoint, CUBLAS_OP_N, n, n, n, one, w.w, n, nn, w.w, n, nn, zero, w.c, n, nn,
                             static_cast<int>(count)));
     half_minus_identity_kernel<D><<<static_cast<unsigned>(count), kThreads, 0, stream>>>(w.c, n);
     COVFLOW_CHECK_LAUNCH();
-    COVFLOW_CUBLAS_TRY(gemm(context.cublas(), CUBLAS_OP_N, n, n, n, minus_one, w.w, n, nn, w.c, n, nn, one, args.v,
+    COVFLOW_CUBLAS_TRY(gemm_batched(context.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, minus_one, w.w, n, nn, w.c, n, nn, one, args.v,
                             static_cast<int>(args.ldv), args.stride_v, static_cast<int>(count)));
   }
 }

@@ -73,8 +73,9 @@ struct RsvdInfo {
   std::int32_t status = 0;
   std::int32_t rank = 0;    // columns of U, V (and values in s) that are set; the rest are zero
   double error = 0;         // ‖A − U·Σ·Vᴴ‖_F of the returned rank (Hermitian: ‖A − U·Λ·Uᴴ‖_F),
-                            // from ‖A‖_F² − Σσᵢ² (exact for the computed basis, up to rounding);
-                            // NaN for a sampler without norms
+                            // from ‖A‖_F² − Σσᵢ²: exact for the computed basis but for the rounding
+                            // of the sums, about (m + n)·ε·‖A‖_F² in the square; NaN for a sampler
+                            // without norms and for the Hermitian fixed-rank (Nyström) form
 };
 
 // A matrix the algorithm may only multiply: apply(X, Y) sets Y = A·X (X: n × l, Y: m × l),
