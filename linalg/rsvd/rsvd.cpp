@@ -3,7 +3,7 @@
 // small operations — so that each backend needs its batched products and QR, its Jacobi SVD and
 // eigensolver, and a few per-matrix loops. This file is the CPU backend's: BLAS products and the
 // per-matrix loops across the thread pool, with linalg's own geqrf, ungqr, gesvj and heev on the
-// same Exec. The CUDA backend is not built yet: a CUDA Exec is refused with linalg::Unavailable.
+// same Exec. The CUDA backend (rsvd_cuda.cu) takes the same steps with kernels for the loops.
 #include "covflow/linalg/rsvd.hpp"
 
 #include <algorithm>
@@ -20,6 +20,9 @@
 #include "covflow/linalg/qr.hpp"
 #include "covflow/linalg/svd.hpp"
 #include "rsvd_impl.hpp"
+#if COVFLOW_HAS_CUDA
+#include "rsvd_cuda.hpp"
+#endif
 
 namespace covflow::linalg {
 namespace {
@@ -418,8 +421,8 @@ void check_options(std::int64_t m, std::int64_t n, const RsvdOptions& o, double 
 }
 
 template <class T>
-void run(Exec& exec, const Sampler<T>& a, std::span<real_t<T>> s, Batch<T> u, Batch<T> v, std::span<RsvdInfo> info,
-         std::span<std::byte> workspace, const RsvdOptions& options) {
+void run(Exec& exec, const Sampler<T>& a, Batch<const T> dense, std::span<real_t<T>> s, Batch<T> u, Batch<T> v,
+         std::span<RsvdInfo> info, std::span<std::byte> workspace, const RsvdOptions& options) {
   check_options(a.m, a.n, options, std::numeric_limits<real_t<T>>::epsilon());
   if (a.count == 0) return;
   if (a.m <= 0 || a.n <= 0) throw InvalidArgument(std::string(op) + ": A must have m, n ≥ 1");
@@ -430,7 +433,7 @@ void run(Exec& exec, const Sampler<T>& a, std::span<real_t<T>> s, Batch<T> u, Ba
   if (!a.norms.empty() && a.norms.size() < static_cast<std::size_t>(a.count))
     throw InvalidArgument(std::string(op) + ": the sampler's norms hold " + std::to_string(a.norms.size()) +
                           " values, one per matrix needed");
-  if (options.rank == 0 && a.norms.empty())
+  if (options.rank == 0 && a.norms.empty() && dense.empty())
     throw InvalidArgument(std::string(op) + ": fixed accuracy needs ‖A‖_F of each matrix (the error is measured as "
                           "‖A‖² − ‖QᴴA‖²): give the sampler's norms");
   const int r = rsvd_output_rank(a.m, a.n, options);
@@ -455,8 +458,18 @@ void run(Exec& exec, const Sampler<T>& a, std::span<real_t<T>> s, Batch<T> u, Ba
   if (workspace.size() < need)
     throw InvalidArgument(std::string(op) + ": the workspace holds " + std::to_string(workspace.size()) + " bytes, " +
                           std::to_string(need) + " needed (rsvd_workspace)");
-  if (exec.is_cuda())
-    throw Unavailable(std::string(op) + ": the CUDA backend is not built yet; use a CPU Exec");
+  detail::require_accessible(exec, u, op, "U");
+  detail::require_accessible(exec, v, op, "V");
+  detail::require_memory_space(exec, s.data(), op, "s");
+  detail::require_memory_space(exec, info.data(), op, "info");
+  if (need > 0) detail::require_memory_space(exec, workspace.data(), op, "workspace");
+#if COVFLOW_HAS_CUDA
+  if (exec.is_cuda()) {
+    detail::rsvd_cuda<T>(exec, a, dense, s, u, v, info, workspace, options);
+    return;
+  }
+#endif
+  (void)dense;
   CpuRsvd<T>(exec, a, options, workspace).run(s, u, v, info);
 }
 
@@ -467,15 +480,20 @@ int rsvd_output_rank(std::int64_t m, std::int64_t n, const RsvdOptions& options)
 }
 
 template <class T>
-std::size_t rsvd_workspace(const Exec&, std::int64_t m, std::int64_t n, std::int64_t count, const RsvdOptions& options) {
+std::size_t rsvd_workspace(const Exec& exec, std::int64_t m, std::int64_t n, std::int64_t count,
+                           const RsvdOptions& options) {
   if (m <= 0 || n <= 0 || count <= 0) return 0;
+#if COVFLOW_HAS_CUDA
+  if (exec.is_cuda()) return detail::rsvd_cuda_workspace<T>(m, n, count, options);
+#endif
+  (void)exec;
   return Parts<T>(make_plan(m, n, options), count, nullptr).bytes;
 }
 
 template <class T>
 void rsvd(Exec& exec, const Sampler<T>& a, std::span<real_t<T>> s, Batch<T> u, Batch<T> v, std::span<RsvdInfo> info,
           std::span<std::byte> workspace, const RsvdOptions& options) {
-  run(exec, a, s, u, v, info, workspace, options);
+  run(exec, a, Batch<const T>{}, s, u, v, info, workspace, options);
 }
 
 template <class T>
@@ -484,10 +502,16 @@ void rsvd(Exec& exec, Batch<const T> a, std::span<real_t<T>> s, Batch<T> u, Batc
   validate(a, op, "A");
   if (a.count == 0) return;
   detail::require_accessible(exec, a, op, "A");
-  if (exec.is_cuda()) throw Unavailable(std::string(op) + ": the CUDA backend is not built yet; use a CPU Exec");
+#if COVFLOW_HAS_CUDA
+  if (exec.is_cuda()) {
+    const Sampler<T> sampler = detail::rsvd_cuda_dense_sampler<T>(exec, a);
+    run(exec, sampler, a, s, u, v, info, workspace, options);
+    return;
+  }
+#endif
   std::vector<real_t<T>> norms;
   const Sampler<T> sampler = dense_sampler(exec, a, norms);
-  run(exec, sampler, s, u, v, info, workspace, options);
+  run(exec, sampler, a, s, u, v, info, workspace, options);
 }
 
 #define COVFLOW_RSVD(T)                                                                                            \

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <numbers>
 
-#include "../common/cpu_helpers.hpp"
 #include "covflow/linalg/rsvd.hpp"
 #include "covflow/linalg/svd.hpp"
 
@@ -89,7 +88,7 @@ struct Parts {
     std::size_t at = 0;
     auto take = [&](std::size_t size) {
       std::byte* ptr = base == nullptr ? nullptr : base + at;
-      at += detail::align_up(size);
+      at += (size + 255) / 256 * 256;  // parts on 256-byte boundaries
       return ptr;
     };
     const auto c = static_cast<std::size_t>(count);
