@@ -18,6 +18,7 @@
 #include "ingest_bench.hpp"
 #include "pipeline_bench.hpp"
 #include "qr_bench.hpp"
+#include "rsvd_bench.hpp"
 #include "svd_bench.hpp"
 #if COVFLOW_HAS_CUDA
 #include "heev_chase_bench.hpp"
@@ -54,6 +55,10 @@ int main(int argc, char** argv) {
   svd->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
   svd->add_option("--shape", settings.shapes, "Only these MxNxBATCH shapes (repeatable)");
   svd->add_option("--mode", settings.mode, "Only vectors or values")->check(CLI::IsMember({"vectors", "values"}));
+  auto* rsvd = app.add_subcommand("rsvd", "Batched randomized SVD vs cuSOLVER gesvdaStridedBatched, Xgesvdr and gesvj");
+  rsvd->fallthrough();
+  rsvd->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
+  rsvd->add_option("--shape", settings.shapes, "Only these MxNxBATCHrRANK rows (rank 0: fixed accuracy)");
   auto* heev_chase = app.add_subcommand("heev-chase", "§3's QR iteration alone (heev's leaves), per arithmetic policy (diagnostic)");
   auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
   bench::PipelineBenchOptions pipeline_options;
@@ -140,6 +145,7 @@ int main(int argc, char** argv) {
     if (cholupdate->parsed() || all->parsed()) checked(bench::run_cholupdate_bench(settings, gpu.get(), cpu));
     if (qr->parsed() || all->parsed()) checked(bench::run_qr_bench(settings, gpu.get(), cpu));
     if (svd->parsed() || all->parsed()) checked(bench::run_svd_bench(settings, gpu.get(), cpu));
+    if (rsvd->parsed() || all->parsed()) checked(bench::run_rsvd_bench(settings, gpu.get()));
     if (pipeline->parsed() || all->parsed()) {
       results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
     }

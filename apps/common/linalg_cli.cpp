@@ -1,4 +1,4 @@
-// `covflow linalg heev`, `cholupdate`, `qr` and `svd` on NumPy files.
+// `covflow linalg heev`, `cholupdate`, `qr`, `svd` and `rsvd` on NumPy files.
 //
 // Layout: an NPY array is row-major (C order) unless its header says fortran_order; covflow's
 // linalg is column-major. Each matrix is copied into a packed column-major batch on the way in and
@@ -7,14 +7,18 @@
 // k of the eigenvector matrix is V[..., :, k]. (Reading the C-order bytes in place as column-major
 // would hand linalg the transpose — the conjugate, for a Hermitian matrix — with the triangles
 // swapped and conjugated eigenvectors; the copy costs O(n²) against heev's O(n³) and leaves no
-// such mapping to get wrong.) qr and svd copy the same way; their outputs go back to C order, and
-// Vh = Vᴴ needs no reordering at all: V's column-major elements, conjugated, are Vh's in C order.
+// such mapping to get wrong.) qr, svd and rsvd copy the same way; their outputs go back to C order,
+// and Vh = Vᴴ needs no reordering at all: V's column-major elements, conjugated, are Vh's in C order.
 #include "common/linalg_cli.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <complex>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <new>
 #include <ostream>
@@ -31,6 +35,7 @@
 #include "covflow/linalg/exec.hpp"
 #include "covflow/linalg/heev.hpp"
 #include "covflow/linalg/qr.hpp"
+#include "covflow/linalg/rsvd.hpp"
 #include "covflow/linalg/svd.hpp"
 #include "covflow/linalg/types.hpp"
 #if COVFLOW_HAS_CUDA
@@ -670,6 +675,206 @@ int svd_typed(const SvdRequest& request, const io::NpyArray& input, const Stack&
   return failures.report(err, command, request.input, s, joined(names));
 }
 
+// ---- rsvd --------------------------------------------------------------------------------------
+
+// io reads and writes only the four types covflow computes with; the ranks are int32, so their
+// file is written here: numpy.save's header for float32 of the same shape with the descr changed
+// (the same length, so the padding still ends the header on a 64-byte boundary), then the values,
+// little-endian as on every host covflow runs on. Errors in io's words.
+void store_int32(const path& file, const std::vector<std::uint64_t>& shape, const std::vector<std::int32_t>& values) {
+  std::string header = io::npy_header(io::NpyDtype::float32, shape, false);
+  header.replace(header.find("'<f4'"), 5, "'<i4'");
+  std::FILE* stream = std::fopen(file.c_str(), "wb");
+  if (stream == nullptr) fail(exit_code::io, file.string() + ": cannot create: " + std::strerror(errno));
+  const std::size_t data_bytes = values.size() * sizeof(std::int32_t);
+  const bool written = std::fwrite(header.data(), 1, header.size(), stream) == header.size() &&
+                 (values.empty() || std::fwrite(values.data(), 1, data_bytes, stream) == data_bytes);
+  const std::string reason = written ? std::string() : std::strerror(errno);
+  const bool closed = std::fclose(stream) == 0;
+  if (!written || !closed) {
+    // A file cut short by a full disk must not be left to pass for a result.
+    const std::string why =
+        written ? std::string("write error on close: ") + std::strerror(errno) : "write error: " + reason;
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    fail(exit_code::io, file.string() + ": " + why);
+  }
+}
+
+std::string rsvd_reason(std::int32_t status, bool hermitian) {
+  if (status == la::rsvd_status::non_finite_input) return "NaN or Inf in the matrix";
+  if (status == la::rsvd_status::svd_failed)
+    return hermitian ? "the small eigenproblem did not converge" : "the small SVD did not converge";
+  if (status == kUnwritten) return "not computed (info never written)";
+  return "status " + std::to_string(status);
+}
+
+// A number as the user would type it: "1e-06", "0.25".
+std::string number_text(double x) {
+  std::ostringstream text;
+  text << x;
+  return text.str();
+}
+
+// linalg refuses with InvalidArgument the options that do not fit this input (a tolerance below
+// what the precision can confirm): the command line chose them, so it is a usage error, in
+// linalg's words after the input they do not fit.
+template <class Body>
+auto options_checked(const RsvdRequest& request, const io::NpyArray& input, Body&& body) {
+  try {
+    return body();
+  } catch (const la::InvalidArgument& e) {
+    fail(exit_code::usage, request.input.string() + " " + describe(input) + ": " + e.what());
+  }
+}
+
+template <class T>
+int rsvd_typed(const RsvdRequest& request, const io::NpyArray& input, const Stack& s, std::ostream& out,
+               std::ostream& err) {
+  using R = la::real_t<T>;
+  const std::string command = "covflow linalg rsvd";
+  const auto m = static_cast<std::int64_t>(s.rows), n = static_cast<std::int64_t>(s.cols);
+  // As for svd: matrices with no element go nowhere, and their outputs hold no element.
+  const auto count = std::min(m, n) == 0 ? std::int64_t(0) : static_cast<std::int64_t>(s.count);
+  const bool want_u = !request.u.empty(), want_v = !request.vh.empty(), want_ranks = !request.ranks.empty();
+  const la::RsvdOptions options{.rank = request.rank.value_or(0),
+                                .oversampling = request.oversampling,
+                                .power_iterations = request.power_iterations,
+                                .tolerance = request.tolerance.value_or(0),
+                                .absolute = request.absolute,
+                                .block = request.block,
+                                .max_rank = request.max_rank.value_or(0),
+                                .hermitian = request.hermitian,
+                                .seed = request.seed,
+                                .u = want_u,
+                                .v = want_v};
+  // Columns of U and V, values per matrix in S: the fixed rank, or the largest a tolerance may take.
+  const std::int64_t r =
+      count == 0 ? 0 : options_checked(request, input, [&] { return la::rsvd_output_rank(m, n, options); });
+
+  const std::vector<T> a = to_column_major<T>(input, s);
+  std::vector<R> values(static_cast<std::size_t>(count * r), std::numeric_limits<R>::quiet_NaN());
+  std::vector<T> u(want_u ? static_cast<std::size_t>(count * m * r) : 0, nan_of<T>());
+  std::vector<T> v(want_v ? static_cast<std::size_t>(count * n * r) : 0, nan_of<T>());
+  std::vector<la::RsvdInfo> info(static_cast<std::size_t>(count));
+  for (auto& i : info) i.status = kUnwritten;
+
+  const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
+    if (count == 0) return;
+    options_checked(request, input, [&] {
+#if COVFLOW_HAS_CUDA
+      if (exec.is_cuda()) {
+        la::CudaContext& context = exec.cuda_context();
+        context.make_current();
+        const cudaStream_t stream = context.stream();
+        la::cuda::DeviceBuffer<std::byte> device_workspace(la::rsvd_workspace<T>(exec, m, n, count, options));
+        la::cuda::DeviceBuffer<T> device_a(a.size()), device_u(u.size()), device_v(v.size());
+        la::cuda::DeviceBuffer<R> device_values(values.size());
+        la::cuda::DeviceBuffer<la::RsvdInfo> device_info(info.size());
+        device_a.upload(a, stream);
+        device_values.fill_bytes(0xff, stream);  // NaN: an unwritten value shows
+        device_u.fill_bytes(0xff, stream);
+        device_v.fill_bytes(0xff, stream);
+        device_info.fill_bytes(0x7f, stream);  // status kUnwritten
+        la::rsvd<T>(exec, la::Batch<const T>::packed(device_a.data(), m, n, count),
+                    {device_values.data(), device_values.size()},
+                    want_u ? la::Batch<T>::packed(device_u.data(), m, r, count) : la::Batch<T>{},
+                    want_v ? la::Batch<T>::packed(device_v.data(), n, r, count) : la::Batch<T>{},
+                    {device_info.data(), device_info.size()}, {device_workspace.data(), device_workspace.size()},
+                    options);
+        device_values.download(values, stream);
+        if (want_u) device_u.download(u, stream);
+        if (want_v) device_v.download(v, stream);
+        device_info.download(info, stream);
+        exec.synchronize();
+        return;
+      }
+#endif
+      std::vector<std::byte> workspace(la::rsvd_workspace<T>(exec, m, n, count, options));
+      la::rsvd<T>(exec, la::Batch<const T>::packed(a.data(), m, n, count), values,
+                  want_u ? la::Batch<T>::packed(u.data(), m, r, count) : la::Batch<T>{},
+                  want_v ? la::Batch<T>::packed(v.data(), n, r, count) : la::Batch<T>{}, info, workspace, options);
+    });
+  });
+
+  // Stopping at the largest rank before the tolerance is a result, not a failure: a note names it.
+  FailedMatrices failures;
+  std::vector<std::uint64_t> stopped_at_max_rank;
+  std::vector<std::int32_t> ranks(want_ranks ? static_cast<std::size_t>(s.count) : 0, 0);
+  std::int32_t lowest_rank = std::numeric_limits<std::int32_t>::max(), highest_rank = -1;
+  for (std::int64_t b = 0; b < count; ++b) {
+    const la::RsvdInfo& i = info[b];
+    if (i.status == la::rsvd_status::ok || i.status == la::rsvd_status::max_rank_reached) {
+      if (i.status == la::rsvd_status::max_rank_reached) stopped_at_max_rank.push_back(static_cast<std::uint64_t>(b));
+      lowest_rank = std::min(lowest_rank, i.rank);
+      highest_rank = std::max(highest_rank, i.rank);
+      if (want_ranks) ranks[b] = i.rank;
+      continue;
+    }
+    failures.add(static_cast<std::uint64_t>(b), rsvd_reason(i.status, request.hermitian));
+    std::fill_n(values.begin() + b * r, r, std::numeric_limits<R>::quiet_NaN());
+    if (want_u) std::fill_n(u.begin() + b * m * r, m * r, nan_of<T>());
+    if (want_v) std::fill_n(v.begin() + b * n * r, n * r, nan_of<T>());
+    if (want_ranks) ranks[b] = -1;
+  }
+
+  std::vector<std::string> wrote, names;
+  io::NpyArray s_array{io::real_dtype(input.dtype),
+                       s.batched ? std::vector<std::uint64_t>{s.count, std::uint64_t(r)}
+                                 : std::vector<std::uint64_t>{std::uint64_t(r)},
+                       false, raw_bytes(values)};
+  store(request.values, s_array);
+  wrote.push_back(request.values.string() + " " + describe(s_array));
+  names.push_back(request.values.string());
+  auto shape = [&](std::uint64_t rows, std::uint64_t cols) {
+    return s.batched ? std::vector<std::uint64_t>{s.count, rows, cols} : std::vector<std::uint64_t>{rows, cols};
+  };
+  if (want_u) {
+    io::NpyArray u_array{input.dtype, shape(s.rows, std::uint64_t(r)), false,
+                         column_major_to_c_order(u, Stack{std::uint64_t(count), s.rows, std::uint64_t(r), s.batched})};
+    store(request.u, u_array);
+    wrote.push_back(request.u.string() + " " + describe(u_array));
+    names.push_back(request.u.string());
+  }
+  if (want_v) {
+    // As for svd: V's column-major elements, conjugated, are Vh's in C order.
+    for (T& x : v) x = conj_of(x);
+    io::NpyArray vh_array{input.dtype, shape(std::uint64_t(r), s.cols), false, raw_bytes(v)};
+    store(request.vh, vh_array);
+    wrote.push_back(request.vh.string() + " " + describe(vh_array));
+    names.push_back(request.vh.string());
+  }
+  std::string failed_in = joined(names);
+  if (want_ranks) {
+    const std::vector<std::uint64_t> ranks_shape =
+        s.batched ? std::vector<std::uint64_t>{s.count} : std::vector<std::uint64_t>{};
+    store_int32(request.ranks, ranks_shape, ranks);
+    wrote.push_back(request.ranks.string() + " " + io::format_shape(ranks_shape) + " int32");
+    failed_in += " (rank -1 in " + request.ranks.string() + ")";
+  }
+
+  const std::string tolerance =
+      request.tolerance ? "--tol " + number_text(*request.tolerance) + (request.absolute ? " (absolute)" : "") : "";
+  out << "rsvd: " << matrices_phrase(s) << " " << io::numpy_name(input.dtype) << " on " << device_name(backend);
+  if (request.hermitian) out << ", Hermitian";
+  if (highest_rank >= 0) {
+    if (lowest_rank == highest_rank) out << ", rank " << highest_rank;
+    else out << ", ranks " << lowest_rank << "–" << highest_rank;
+    if (request.tolerance) out << " at " << tolerance;
+  }
+  out << ": wrote " << joined(wrote) << "\n";
+  if (!stopped_at_max_rank.empty()) {
+    out << "rsvd: "
+        << (!s.batched ? std::string("the matrix")
+                       : (stopped_at_max_rank.size() == 1 ? "matrix " : "matrices ") + index_list(stopped_at_max_rank))
+        << " reached "
+        << (request.max_rank && *request.max_rank == r ? "--max-rank " + std::to_string(r)
+                                                       : "the largest rank " + std::to_string(r))
+        << " before " << tolerance << "\n";
+  }
+  return failures.report(err, command, request.input, s, failed_in);
+}
+
 template <class Body>
 int guarded(const std::string& command, std::ostream& err, Body&& body) {
   try {
@@ -785,6 +990,48 @@ int run_svd(const SvdRequest& request, std::ostream& out, std::ostream& err) {
   });
 }
 
+int run_rsvd(const RsvdRequest& request, std::ostream& out, std::ostream& err) {
+  return guarded("covflow linalg rsvd", err, [&]() -> int {
+    if (request.rank.has_value() == request.tolerance.has_value())
+      fail(exit_code::usage, "give exactly one of --rank K (fixed rank) and --tol T (fixed accuracy)");
+    if (request.max_rank && !request.tolerance)
+      fail(exit_code::usage, "--max-rank goes with --tol: with --rank the rank is fixed");
+    auto at_least = [](const char* option, int value, int least) {
+      if (value < least)
+        fail(exit_code::usage,
+             std::string(option) + " must be at least " + std::to_string(least) + ", got " + std::to_string(value));
+    };
+    if (request.rank) at_least("--rank", *request.rank, 1);
+    if (request.max_rank) at_least("--max-rank", *request.max_rank, 1);
+    if (request.tolerance && !(*request.tolerance > 0 && std::isfinite(*request.tolerance)))
+      fail(exit_code::usage, "--tol must be a positive number, got " + number_text(*request.tolerance));
+    at_least("--oversampling", request.oversampling, 0);
+    at_least("--power-iterations", request.power_iterations, 0);
+    at_least("--block", request.block, 1);
+    if (request.hermitian && !request.vh.empty())
+      fail(exit_code::usage, "--vh does not go with --hermitian: A ≈ U·diag(S)·Uᴴ has no Vh of its own; --u writes U");
+    if (request.values.empty()) fail(exit_code::usage, "--s is required");
+    const std::vector<path> outputs{request.values, request.u, request.vh, request.ranks};
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      for (std::size_t j = i + 1; j < outputs.size(); ++j)
+        if (!outputs[i].empty() && outputs[i] == outputs[j])
+          fail(exit_code::usage, "--s, --u, --vh and --ranks must name different files");
+    const io::NpyArray input = load(request.input);
+    const Stack s = stack_of(input, request.input, "(batch, m, n) or (m, n) matrices");
+    if (request.hermitian && s.rows != s.cols)
+      fail(exit_code::input_damaged, request.input.string() + ": --hermitian takes square matrices, got shape " +
+                                         describe(input) + ": " + std::to_string(s.rows) + "×" +
+                                         std::to_string(s.cols));
+    switch (input.dtype) {
+      case io::NpyDtype::complex128: return rsvd_typed<la::cf64>(request, input, s, out, err);
+      case io::NpyDtype::complex64: return rsvd_typed<la::cf32>(request, input, s, out, err);
+      case io::NpyDtype::float64: return rsvd_typed<la::f64>(request, input, s, out, err);
+      case io::NpyDtype::float32: return rsvd_typed<la::f32>(request, input, s, out, err);
+    }
+    fail(exit_code::internal_error, "unhandled dtype");
+  });
+}
+
 // ---- CLI11 wiring ------------------------------------------------------------------------------
 
 LinalgCommands::LinalgCommands(CLI::App& app) {
@@ -837,6 +1084,42 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
   svd_->add_option("--device", svd_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
+
+  rsvd_ = group_->add_subcommand(
+      "rsvd", "Randomized SVD to a fixed rank (--rank) or accuracy (--tol), as numpy.linalg.svd(A, "
+              "full_matrices=False) truncated; --hermitian: eigenvalues and eigenvectors of positive semi-definite "
+              "matrices");
+  rsvd_->add_option("input", rsvd_input_, "A.npy: (m, n) or (batch, m, n); complex128, complex64, float64 or float32")
+      ->required();
+  rsvd_rank_option_ = rsvd_->add_option("--rank", rsvd_rank_, "Fixed rank: the K leading singular triplets");
+  rsvd_tolerance_option_ = rsvd_->add_option(
+      "--tol", rsvd_tolerance_, "Fixed accuracy: each matrix's smallest rank with ‖A − U·S·Vh‖_F ≤ T·‖A‖_F");
+  rsvd_max_rank_option_ =
+      rsvd_->add_option("--max-rank", rsvd_max_rank_, "With --tol: at most R columns (default min(m, n))");
+  rsvd_->add_flag("--absolute", rsvd_request_.absolute,
+                  "With --tol: T bounds ‖A − U·S·Vh‖_F itself, not relative to ‖A‖_F");
+  rsvd_->add_flag("--hermitian", rsvd_request_.hermitian,
+                  "A is Hermitian positive semi-definite: S gets its largest eigenvalues, U their eigenvectors "
+                  "(no --vh)");
+  rsvd_->add_option("--seed", rsvd_request_.seed, "Seed of the random samples: the same seed gives the same factors")
+      ->capture_default_str();
+  rsvd_->add_option("--oversampling", rsvd_request_.oversampling, "With --rank: samples beyond K")
+      ->capture_default_str();
+  rsvd_->add_option("--power-iterations", rsvd_request_.power_iterations,
+                    "Power iterations: sharper for slowly decaying singular values, for more products with A")
+      ->capture_default_str();
+  rsvd_->add_option("--block", rsvd_request_.block, "With --tol: samples added per step")->capture_default_str();
+  rsvd_->add_option("--s", rsvd_values_,
+                    "Write the singular values here (with --hermitian, the eigenvalues): (..., r), descending")
+      ->required();
+  rsvd_->add_option("--u", rsvd_u_, "Write the left singular vectors (eigenvectors) here: (..., m, r)");
+  rsvd_->add_option("--vh", rsvd_vh_, "Write the conjugate-transposed right singular vectors here: (..., r, n)");
+  rsvd_->add_option("--ranks", rsvd_ranks_, "Write each matrix's rank here: int32, (batch,) or ()");
+  rsvd_->add_option("--device", rsvd_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  rsvd_->footer("r is K, or with --tol the largest rank allowed (--max-rank, else min(m, n)); columns beyond a "
+                "matrix's own rank are zero.");
 }
 
 bool LinalgCommands::parsed() const { return group_->parsed(); }
@@ -876,6 +1159,19 @@ int LinalgCommands::run(std::ostream& out, std::ostream& err) const {
     request.vh = svd_vh_;
     request.device = parse_device(svd_device_);
     return run_svd(request, out, err);
+  }
+  if (rsvd_->parsed()) {
+    RsvdRequest request = rsvd_request_;
+    request.input = rsvd_input_;
+    request.values = rsvd_values_;
+    request.u = rsvd_u_;
+    request.vh = rsvd_vh_;
+    request.ranks = rsvd_ranks_;
+    if (rsvd_rank_option_->count() > 0) request.rank = rsvd_rank_;
+    if (rsvd_tolerance_option_->count() > 0) request.tolerance = rsvd_tolerance_;
+    if (rsvd_max_rank_option_->count() > 0) request.max_rank = rsvd_max_rank_;
+    request.device = parse_device(rsvd_device_);
+    return run_rsvd(request, out, err);
   }
   return exit_code::usage;
 }

@@ -5,6 +5,9 @@
 //   covflow linalg cholupdate L.npy V.npy --sign +|- --out L2.npy [--device cpu|cuda|auto]
 //   covflow linalg qr A.npy [--q Q.npy] [--r R.npy] [--device cpu|cuda|auto]
 //   covflow linalg svd A.npy --s S.npy [--u U.npy] [--vh Vh.npy] [--device cpu|cuda|auto]
+//   covflow linalg rsvd A.npy (--rank K | --tol T [--max-rank R]) [--hermitian] [--seed N]
+//        [--oversampling P] [--power-iterations Q] [--block B] [--absolute]
+//        --s S.npy [--u U.npy] [--vh Vh.npy] [--ranks R.npy] [--device cpu|cuda|auto]
 //
 // heev follows numpy.linalg.eigh exactly: IN is (n, n) or (batch, n, n), complex128, complex64,
 // float64 or float32, in either element order; W is (n,) or (batch, n) of the real type of the
@@ -16,15 +19,25 @@
 // (…, k, n), upper triangular, A = Q·R; S is (…, k) of the real type, descending, U (…, m, k) and
 // Vh = Vᴴ (…, k, n), A = U·diag(S)·Vh.
 //
+// rsvd is svd truncated to a rank r (linalg::rsvd_output_rank: K, at most min(m, n), or the
+// largest rank --tol may take): S (…, r), U (…, m, r), Vh (…, r, n), A ≈ U·diag(S)·Vh; each
+// matrix's columns beyond its own rank are zero, and R.npy holds the ranks as int32, (batch,) or
+// () for one matrix. With --hermitian (A square, Hermitian positive semi-definite) S holds the
+// eigenvalues λ descending and U the eigenvectors, A ≈ U·diag(S)·Uᴴ; there is no Vh.
+//
 // Each run_* function returns an exit code from common/exit_codes.hpp and reports problems on
 // `err`, one line each, starting with the command and the file they concern.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "covflow/linalg/rsvd.hpp"
 
 namespace covflow::cli {
 
@@ -80,6 +93,32 @@ struct SvdRequest {
 // linalg::gesvj (one-sided Jacobi). Failures (a NaN or an Inf, no convergence) as for qr.
 int run_svd(const SvdRequest& request, std::ostream& out, std::ostream& err);
 
+struct RsvdRequest {
+  std::filesystem::path input;
+  std::filesystem::path values;  // S.npy, always written
+  std::filesystem::path u;       // U.npy; empty: U is not computed
+  std::filesystem::path vh;      // Vh.npy; empty: V is not computed. Refused with hermitian.
+  std::filesystem::path ranks;   // R.npy: each matrix's rank, int32; empty: not written
+  // Exactly one of rank (fixed rank) and tolerance (fixed accuracy); max_rank only with tolerance.
+  std::optional<int> rank;
+  std::optional<double> tolerance;
+  std::optional<int> max_rank;
+  bool absolute = false;  // the tolerance bounds ‖A − U·S·Vh‖_F itself, not its ratio to ‖A‖_F
+  bool hermitian = false;
+  // linalg's defaults unless given.
+  std::uint64_t seed = linalg::RsvdOptions{}.seed;
+  int oversampling = linalg::RsvdOptions{}.oversampling;
+  int power_iterations = linalg::RsvdOptions{}.power_iterations;
+  int block = linalg::RsvdOptions{}.block;
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::rsvd. Failures (a NaN or an Inf, the small SVD or eigenproblem not converging) as for qr,
+// with rank -1 in R.npy. A matrix that stopped at the largest rank before reaching the tolerance
+// is not a failure: a note on `out` names it. Options linalg refuses for this input (a tolerance
+// below what the precision can confirm) are exit_code::usage with linalg's message.
+int run_rsvd(const RsvdRequest& request, std::ostream& out, std::ostream& err);
+
 // The `linalg` subcommand group on a CLI11 app. Construct it before app.parse(); it must outlive
 // the parse (CLI11 writes the options into it).
 class LinalgCommands {
@@ -97,10 +136,18 @@ class LinalgCommands {
   CLI::App* cholupdate_ = nullptr;
   CLI::App* qr_ = nullptr;
   CLI::App* svd_ = nullptr;
+  CLI::App* rsvd_ = nullptr;
   std::string heev_input_, heev_values_, heev_vectors_, heev_device_ = "auto", heev_uplo_ = "L";
   std::string chol_factor_, chol_update_, chol_output_, chol_sign_, chol_device_ = "auto";
   std::string qr_input_, qr_q_, qr_r_, qr_device_ = "auto";
   std::string svd_input_, svd_values_, svd_u_, svd_vh_, svd_device_ = "auto";
+  std::string rsvd_input_, rsvd_values_, rsvd_u_, rsvd_vh_, rsvd_ranks_, rsvd_device_ = "auto";
+  RsvdRequest rsvd_request_;  // the numeric options and flags, written by CLI11
+  int rsvd_rank_ = 0, rsvd_max_rank_ = 0;
+  double rsvd_tolerance_ = 0;
+  CLI::Option* rsvd_rank_option_ = nullptr;
+  CLI::Option* rsvd_tolerance_option_ = nullptr;
+  CLI::Option* rsvd_max_rank_option_ = nullptr;
 };
 
 }  // namespace covflow::cli

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numbers>
 #include <string>
@@ -408,9 +409,12 @@ void check_options(std::int64_t m, std::int64_t n, const RsvdOptions& o, double 
   if (o.rank < 0) fail("rank must be ≥ 0 (0: fixed accuracy), got " + std::to_string(o.rank));
   if (o.rank > 0 && o.tolerance != 0) fail("give a rank or a tolerance, not both");
   if (o.rank == 0 && !(o.tolerance > 0)) fail("give a rank (> 0) or a tolerance (> 0)");
-  if (o.rank == 0 && o.tolerance < 10 * std::sqrt(epsilon))
-    fail("tolerance " + std::to_string(o.tolerance) + " is below what this precision can confirm (10·√ε = " +
-         std::to_string(10 * std::sqrt(epsilon)) + "): the error is measured as ‖A‖² − ‖QᴴA‖²");
+  if (o.rank == 0 && o.tolerance < 10 * std::sqrt(epsilon)) {
+    char text[160];
+    std::snprintf(text, sizeof text, "tolerance %g is below what this precision can confirm (10·√ε = %.2g)", o.tolerance,
+                  10 * std::sqrt(epsilon));
+    fail(std::string(text) + ": the error is measured as ‖A‖² − ‖QᴴA‖²");
+  }
   if (o.oversampling < 0) fail("oversampling must be ≥ 0, got " + std::to_string(o.oversampling));
   if (o.power_iterations < 0) fail("power_iterations must be ≥ 0, got " + std::to_string(o.power_iterations));
   if (o.block < 1) fail("block must be ≥ 1, got " + std::to_string(o.block));

@@ -556,10 +556,11 @@ TEST(CliLinalg, QrAndSvdOfEmptyMatricesWriteEmptyOutputs) {
 }
 
 // Every class of error has heev's exit code and a one-line message naming the file.
-TEST(CliLinalg, QrAndSvdErrorsHaveTheirExitCodes) {
+TEST(CliLinalg, QrSvdAndRsvdErrorsHaveTheirExitCodes) {
   test::ScratchDir dir;
   save_npy(dir / "ok.npy", {3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6});
   save_npy(dir / "flat.npy", {6}, std::vector<double>{1, 2, 3, 4, 5, 6});
+  save_npy(dir / "sq.npy", {2, 2}, std::vector<double>{2, 1, 1, 2});
   save_npy(dir / "rank4.npy", {1, 1, 2, 2}, std::vector<double>{1, 2, 3, 4});
   {
     // int32, written by hand: io writes only the four types covflow computes with.
@@ -601,6 +602,23 @@ TEST(CliLinalg, QrAndSvdErrorsHaveTheirExitCodes) {
       {"linalg svd magic.npy --s s.npy", 4, "magic.npy"},
       {"linalg qr many.npy --r r.npy", 4, "holds 2147483648 matrices, more than the 2147483647 a batch may hold"},
       {"linalg svd many.npy --s s.npy", 4, "holds 2147483648 matrices, more than the 2147483647 a batch may hold"},
+      {"linalg rsvd ok.npy --s s.npy", 2, "give exactly one of --rank K (fixed rank) and --tol T (fixed accuracy)"},
+      {"linalg rsvd ok.npy --rank 1 --tol 0.01 --s s.npy", 2, "give exactly one of --rank K (fixed rank) and --tol T"},
+      {"linalg rsvd ok.npy --rank 1 --max-rank 2 --s s.npy", 2, "--max-rank goes with --tol"},
+      {"linalg rsvd ok.npy --max-rank 2 --s s.npy", 2, "give exactly one of --rank K"},
+      {"linalg rsvd sq.npy --rank 1 --hermitian --s s.npy --vh vh.npy", 2, "--vh does not go with --hermitian"},
+      {"linalg rsvd ok.npy --rank 1", 2, "--s is required"},
+      {"linalg rsvd ok.npy --rank 1 --s x.npy --ranks x.npy", 2, "must name different files"},
+      {"linalg rsvd ok.npy --rank 0 --s s.npy", 2, "--rank must be at least 1, got 0"},
+      {"linalg rsvd ok.npy --tol -1 --s s.npy", 2, "--tol must be a positive number, got -1"},
+      {"linalg rsvd ok.npy --tol 0.1 --block 0 --s s.npy", 2, "--block must be at least 1, got 0"},
+      // An option linalg refuses for this input: a tolerance below what float64 can confirm.
+      {"linalg rsvd ok.npy --tol 1e-12 --s s.npy", 2, "covflow linalg rsvd: error: ok.npy (3, 2) float64: rsvd: tolerance"},
+      {"linalg rsvd ok.npy --rank 1 --hermitian --s s.npy", 4, "ok.npy: --hermitian takes square matrices, got shape (3, 2) float64: 3×2"},
+      {"linalg rsvd absent.npy --rank 1 --s s.npy", 5, "covflow linalg rsvd: error: absent.npy: cannot open"},
+      {"linalg rsvd flat.npy --rank 1 --s s.npy", 4, "expected (batch, m, n) or (m, n) matrices"},
+      {"linalg rsvd int.npy --rank 1 --s s.npy", 4, "int32"},
+      {"linalg rsvd ok.npy --rank 1 --s s.npy --ranks no/such/dir/r.npy", 5, "no/such/dir/r.npy: cannot create"},
   };
   for (const Case& c : cases) {
     const Outcome r = run(dir, covflow_cli + " " + c.args);
@@ -608,17 +626,292 @@ TEST(CliLinalg, QrAndSvdErrorsHaveTheirExitCodes) {
     EXPECT_NE(r.err.find(c.phrase), std::string::npos) << c.args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
   }
-  for (const std::string sub : {" linalg qr", " linalg svd"}) {
+  for (const std::string sub : {" linalg qr", " linalg svd", " linalg rsvd"}) {
     const Outcome help = run(dir, covflow_cli + sub + " --help");
     EXPECT_EQ(help.code, 0) << sub;
     EXPECT_NE(help.out.find("numpy.linalg"), std::string::npos) << sub << help.out;
   }
   if (!linalg::probe_devices().available())
-    for (const std::string args : {"linalg qr ok.npy --q q.npy --device cuda", "linalg svd ok.npy --s s.npy --device cuda"}) {
+    for (const std::string args : {"linalg qr ok.npy --q q.npy --device cuda", "linalg svd ok.npy --s s.npy --device cuda",
+                                   "linalg rsvd ok.npy --rank 1 --s s.npy --device cuda"}) {
       const Outcome cuda = run(dir, covflow_cli + " " + args);
       EXPECT_EQ(cuda.code, 6) << args << ": " << cuda.err;
       EXPECT_NE(cuda.err.find("--device cuda"), std::string::npos) << cuda.err;
     }
+}
+
+// ---- covflow linalg rsvd ----------------------------------------------------------------------
+// Inputs of exactly known singular values — A = X·diag(σ)·Yᴴ with X, Y orthonormal (modified
+// Gram–Schmidt, twice, on Gaussian columns: a QR) — so S, the ranks and the reconstruction are
+// checked against exact values, not against another SVD. rsvd on an exactly low-rank matrix is a
+// QR and an SVD of the range it samples: svd's tolerance, 10·max(m, n)·ε, holds for it too.
+
+// Orthonormal columns, rows × cols, row-major; real when T is.
+template <class T>
+std::vector<cd> orthonormal_columns(std::size_t rows, std::size_t cols, std::mt19937_64& rng) {
+  const auto gaussian = test::random_normal<T>(rows * cols, rng);
+  std::vector<cd> q(gaussian.begin(), gaussian.end());
+  for (std::size_t j = 0; j < cols; ++j) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t p = 0; p < j; ++p) {
+        cd dot = 0;
+        for (std::size_t i = 0; i < rows; ++i) dot += std::conj(q[i * cols + p]) * q[i * cols + j];
+        for (std::size_t i = 0; i < rows; ++i) q[i * cols + j] -= dot * q[i * cols + p];
+      }
+    double norm = 0;
+    for (std::size_t i = 0; i < rows; ++i) norm += std::norm(q[i * cols + j]);
+    for (std::size_t i = 0; i < rows; ++i) q[i * cols + j] /= std::sqrt(norm);
+  }
+  return q;
+}
+
+template <class T> T from_cd(cd x) {
+  if constexpr (linalg::is_complex_v<T>) return T(x);
+  else return static_cast<T>(x.real());
+}
+
+// One m × n matrix per entry of `sigma` with exactly those singular values (descending), appended
+// to `a` row-major. hermitian: Y = X (m = n), a positive semi-definite matrix with eigenvalues σ.
+template <class T>
+void append_with_values(std::vector<T>& a, std::size_t m, std::size_t n, const std::vector<double>& sigma,
+                        bool hermitian, std::mt19937_64& rng) {
+  const std::size_t k = sigma.size();
+  const auto x = orthonormal_columns<T>(m, k, rng);
+  const auto y = hermitian ? x : orthonormal_columns<T>(n, k, rng);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      cd acc = 0;
+      for (std::size_t l = 0; l < k; ++l) acc += x[i * k + l] * sigma[l] * std::conj(y[j * k + l]);
+      a.push_back(from_cd<T>(acc));
+    }
+}
+
+// R.npy is int32, which io does not read: checked to be numpy.save's bytes for that shape.
+std::vector<std::int32_t> load_ranks(const std::filesystem::path& file, const Shape& shape) {
+  std::string header = io::npy_header(io::NpyDtype::float32, shape, false);
+  header.replace(header.find("'<f4'"), 5, "'<i4'");
+  std::size_t count = 1;
+  for (std::uint64_t d : shape) count *= d;
+  const auto bytes = test::read_bytes(file);
+  EXPECT_EQ(bytes.size(), header.size() + count * sizeof(std::int32_t)) << file;
+  if (bytes.size() != header.size() + count * sizeof(std::int32_t)) return {};
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes.data()), header.size()), header) << file;
+  std::vector<std::int32_t> ranks(count);
+  std::memcpy(ranks.data(), bytes.data() + header.size(), count * sizeof(std::int32_t));
+  return ranks;
+}
+
+// Matrix b's U·diag(S) (m × r), from U (…, m, r) and S (…, r).
+std::vector<cd> scaled_columns(const std::vector<cd>& u, const std::vector<cd>& s, std::size_t b, std::size_t m,
+                               std::size_t r) {
+  std::vector<cd> us(u.begin() + b * m * r, u.begin() + (b + 1) * m * r);
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < r; ++j) us[i * r + j] *= s[b * r + j];
+  return us;
+}
+
+// A's matrix b as a row-major vector of complex doubles.
+template <class T>
+std::vector<cd> matrix_of(const std::vector<T>& a, std::size_t b, std::size_t m, std::size_t n) {
+  return std::vector<cd>(a.begin() + b * m * n, a.begin() + (b + 1) * m * n);
+}
+
+// Fixed rank 5 on exactly rank-5 matrices, σ = s₀·(10, 3, 3 − 10⁻⁶, 1, 10⁻³) (a cluster and a small
+// one): S within the tolerance of σ, A = U·diag(S)·Vh, UᴴU = I, Vh·Vhᴴ = I, ranks all 5.
+template <class T>
+void check_rsvd_fixed_rank(const test::ScratchDir& dir, std::size_t count, bool batched, std::size_t m, std::size_t n,
+                           std::mt19937_64& rng) {
+  constexpr std::size_t rank = 5;
+  const double tolerance = 10.0 * std::max(m, n) * test::eps<T>();
+  const std::string type(io::numpy_name(dtype_of<T>())), real(io::numpy_name(io::real_dtype(dtype_of<T>())));
+  const Shape shape = batched ? Shape{count, m, n} : Shape{m, n};
+  SCOPED_TRACE("rsvd --rank 5 " + type + " " + shape_text(shape));
+  std::vector<T> a;
+  std::vector<std::vector<double>> sigma;
+  for (std::size_t b = 0; b < count; ++b) {
+    const double scale = 1.0 + b;
+    sigma.push_back({10 * scale, 3 * scale, (3 - 1e-6) * scale, scale, 1e-3 * scale});
+    append_with_values(a, m, n, sigma.back(), false, rng);
+  }
+  save_npy(dir / "a.npy", shape, a);
+  const Outcome r = run(dir, covflow_cli + " linalg rsvd a.npy --rank 5 --s s.npy --u u.npy --vh vh.npy --ranks ranks.npy --device cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const Shape s_shape = batched ? Shape{count, rank} : Shape{rank};
+  const Shape u_shape = batched ? Shape{count, m, rank} : Shape{m, rank};
+  const Shape vh_shape = batched ? Shape{count, rank, n} : Shape{rank, n};
+  const Shape ranks_shape = batched ? Shape{count} : Shape{};
+  const std::string matrices = batched ? std::to_string(count) + " matrices " : std::string("one matrix ");
+  EXPECT_EQ(r.out, "rsvd: " + matrices + std::to_string(m) + "×" + std::to_string(n) + " " + type + " on cpu, rank 5: wrote s.npy " +
+                       shape_text(s_shape) + " " + real + ", u.npy " + shape_text(u_shape) + " " + type + ", vh.npy " +
+                       shape_text(vh_shape) + " " + type + " and ranks.npy " + shape_text(ranks_shape) + " int32\n");
+  const auto s = load_npy(dir / "s.npy", s_shape, io::real_dtype(dtype_of<T>()));
+  const auto u = load_npy(dir / "u.npy", u_shape, dtype_of<T>());
+  const auto vh = load_npy(dir / "vh.npy", vh_shape, dtype_of<T>());
+  EXPECT_EQ(load_ranks(dir / "ranks.npy", ranks_shape), std::vector<std::int32_t>(count, rank));
+  for (std::size_t b = 0; b < count; ++b) {
+    for (std::size_t j = 0; j < rank; ++j)
+      EXPECT_NEAR(s[b * rank + j].real(), sigma[b][j], tolerance * sigma[b][0]) << "S[" << j << "], matrix " << b;
+    const std::vector<cd> ab = matrix_of(a, b, m, n), us = scaled_columns(u, s, b, m, rank);
+    EXPECT_LE(product_error(matrix(us, 0, m, rank), false, matrix(vh, b, rank, n), false, ab),
+              tolerance * frobenius(matrix(ab, 0, m, n)))
+        << "U·diag(S)·Vh = A, matrix " << b;
+    EXPECT_LE(product_error(matrix(u, b, m, rank), true, matrix(u, b, m, rank), false, identity(rank)), tolerance)
+        << "UᴴU = I, matrix " << b;
+    EXPECT_LE(product_error(matrix(vh, b, rank, n), false, matrix(vh, b, rank, n), true, identity(rank)), tolerance)
+        << "Vh·Vhᴴ = I, matrix " << b;
+  }
+}
+
+TEST(CliLinalg, RsvdFixedRankRecoversTheSingularValuesOfExactlyLowRankMatrices) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("covflow linalg rsvd --rank"));
+  check_rsvd_fixed_rank<double>(dir, 3, true, 40, 30, rng);
+  check_rsvd_fixed_rank<double>(dir, 1, false, 30, 40, rng);
+  check_rsvd_fixed_rank<linalg::cf64>(dir, 3, true, 40, 30, rng);
+  check_rsvd_fixed_rank<linalg::cf64>(dir, 1, false, 30, 40, rng);
+}
+
+// --tol 1e-6 (linalg refuses less than 10·√ε, 1.5e-7 in double) on matrices of exact ranks 3, 7, 1
+// and 12, σ = 1 on each so that the rank is clear-cut: ranks.npy holds them, S is 1 up to each rank
+// and exactly 0 beyond, U's columns and Vh's rows beyond it are zero, and ‖A − U·diag(S)·Vh‖_F is
+// within the tolerance. With --max-rank 5 the rank-7 and rank-12 ones stop at 5, which a note on
+// stdout names; that is no failure.
+template <class T>
+void check_rsvd_tolerance(const test::ScratchDir& dir, std::mt19937_64& rng) {
+  constexpr std::size_t count = 4, m = 40, n = 30, r = 30;
+  const std::vector<std::int32_t> exact_ranks{3, 7, 1, 12};
+  const double tolerance = 10.0 * std::max(m, n) * test::eps<T>();
+  const std::string type(io::numpy_name(dtype_of<T>())), real(io::numpy_name(io::real_dtype(dtype_of<T>())));
+  SCOPED_TRACE("rsvd --tol " + type);
+  std::vector<T> a;
+  for (std::int32_t rank : exact_ranks) append_with_values(a, m, n, std::vector<double>(rank, 1.0), false, rng);
+  save_npy(dir / "a.npy", {count, m, n}, a);
+
+  const Outcome fixed_accuracy = run(
+      dir, covflow_cli + " linalg rsvd a.npy --tol 1e-6 --block 4 --s s.npy --u u.npy --vh vh.npy --ranks ranks.npy --device cpu");
+  ASSERT_EQ(fixed_accuracy.code, 0) << fixed_accuracy.err;
+  EXPECT_TRUE(fixed_accuracy.err.empty()) << fixed_accuracy.err;
+  EXPECT_EQ(fixed_accuracy.out, "rsvd: 4 matrices 40×30 " + type + " on cpu, ranks 1–12 at --tol 1e-06: wrote s.npy (4, 30) " +
+                                    real + ", u.npy (4, 40, 30) " + type + ", vh.npy (4, 30, 30) " + type +
+                                    " and ranks.npy (4,) int32\n");
+  const auto s = load_npy(dir / "s.npy", {count, r}, io::real_dtype(dtype_of<T>()));
+  const auto u = load_npy(dir / "u.npy", {count, m, r}, dtype_of<T>());
+  const auto vh = load_npy(dir / "vh.npy", {count, r, n}, dtype_of<T>());
+  EXPECT_EQ(load_ranks(dir / "ranks.npy", {count}), exact_ranks);
+  for (std::size_t b = 0; b < count; ++b) {
+    const auto rank = static_cast<std::size_t>(exact_ranks[b]);
+    for (std::size_t j = 0; j < r; ++j) {
+      if (j < rank) {
+        EXPECT_NEAR(s[b * r + j].real(), 1.0, tolerance) << "S[" << j << "], matrix " << b;
+      } else {
+        EXPECT_EQ(s[b * r + j], cd(0)) << "S[" << j << "] beyond the rank, matrix " << b;
+      }
+    }
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = rank; j < r; ++j) EXPECT_EQ(u[(b * m + i) * r + j], cd(0)) << "U beyond the rank, matrix " << b;
+    for (std::size_t i = rank; i < r; ++i)
+      for (std::size_t j = 0; j < n; ++j) EXPECT_EQ(vh[(b * r + i) * n + j], cd(0)) << "Vh beyond the rank, matrix " << b;
+    const std::vector<cd> ab = matrix_of(a, b, m, n), us = scaled_columns(u, s, b, m, r);
+    EXPECT_LE(product_error(matrix(us, 0, m, r), false, matrix(vh, b, r, n), false, ab), 1e-6 * frobenius(matrix(ab, 0, m, n)))
+        << "‖A − U·diag(S)·Vh‖_F within --tol, matrix " << b;
+  }
+
+  const Outcome capped = run(dir, covflow_cli + " linalg rsvd a.npy --tol 1e-6 --max-rank 5 --block 4 --s s5.npy --ranks ranks5.npy --device cpu");
+  ASSERT_EQ(capped.code, 0) << capped.err;
+  EXPECT_TRUE(capped.err.empty()) << capped.err;
+  EXPECT_EQ(capped.out, "rsvd: 4 matrices 40×30 " + type + " on cpu, ranks 1–5 at --tol 1e-06: wrote s5.npy (4, 5) " + real +
+                            " and ranks5.npy (4,) int32\n"
+                            "rsvd: matrices 1, 3 reached --max-rank 5 before --tol 1e-06\n");
+  EXPECT_EQ(load_ranks(dir / "ranks5.npy", {count}), (std::vector<std::int32_t>{3, 5, 1, 5}));
+  const auto s5 = load_npy(dir / "s5.npy", {count, 5}, io::real_dtype(dtype_of<T>()));
+  for (std::size_t j = 0; j < 5; ++j) EXPECT_NEAR(s5[1 * 5 + j].real(), 1.0, tolerance) << "S[" << j << "], matrix 1";
+}
+
+TEST(CliLinalg, RsvdToleranceFindsEachMatrixsExactRank) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("covflow linalg rsvd --tol"));
+  check_rsvd_tolerance<double>(dir, rng);
+  check_rsvd_tolerance<linalg::cf64>(dir, rng);
+}
+
+// --hermitian on positive semi-definite matrices of rank 4, λ = s₀·(4, 3, 2, 1): S = λ, U the
+// eigenvectors (A = U·diag(S)·Uᴴ, UᴴU = I), by --rank and by --tol; a non-square input is refused.
+template <class T>
+void check_rsvd_hermitian(const test::ScratchDir& dir, std::size_t count, bool batched, std::mt19937_64& rng) {
+  constexpr std::size_t n = 30, rank = 4;
+  const double tolerance = 10.0 * n * test::eps<T>();
+  const std::string type(io::numpy_name(dtype_of<T>())), real(io::numpy_name(io::real_dtype(dtype_of<T>())));
+  const Shape shape = batched ? Shape{count, n, n} : Shape{n, n};
+  SCOPED_TRACE("rsvd --hermitian " + type + " " + shape_text(shape));
+  std::vector<T> a;
+  std::vector<std::vector<double>> lambda;
+  for (std::size_t b = 0; b < count; ++b) {
+    const double scale = 1.0 + b;
+    lambda.push_back({4 * scale, 3 * scale, 2 * scale, scale});
+    append_with_values(a, n, n, lambda.back(), true, rng);
+  }
+  save_npy(dir / "a.npy", shape, a);
+  const std::string matrices = batched ? std::to_string(count) + " matrices " : std::string("one matrix ");
+  for (const std::string mode : {"--rank 4", "--tol 1e-6"}) {
+    SCOPED_TRACE(mode);
+    const bool by_rank = mode == "--rank 4";
+    const std::size_t r = by_rank ? rank : n;
+    const Outcome result = run(dir, covflow_cli + " linalg rsvd a.npy --hermitian " + mode + " --s s.npy --u u.npy --ranks ranks.npy --device cpu");
+    ASSERT_EQ(result.code, 0) << result.err;
+    EXPECT_TRUE(result.err.empty()) << result.err;
+    const Shape s_shape = batched ? Shape{count, r} : Shape{r}, u_shape = batched ? Shape{count, n, r} : Shape{n, r};
+    const Shape ranks_shape = batched ? Shape{count} : Shape{};
+    EXPECT_EQ(result.out, "rsvd: " + matrices + "30×30 " + type + " on cpu, Hermitian, rank 4" +
+                              (by_rank ? std::string() : std::string(" at --tol 1e-06")) + ": wrote s.npy " +
+                              shape_text(s_shape) + " " + real + ", u.npy " + shape_text(u_shape) + " " + type +
+                              " and ranks.npy " + shape_text(ranks_shape) + " int32\n");
+    const auto s = load_npy(dir / "s.npy", s_shape, io::real_dtype(dtype_of<T>()));
+    const auto u = load_npy(dir / "u.npy", u_shape, dtype_of<T>());
+    EXPECT_EQ(load_ranks(dir / "ranks.npy", ranks_shape), std::vector<std::int32_t>(count, rank));
+    for (std::size_t b = 0; b < count; ++b) {
+      for (std::size_t j = 0; j < r; ++j)
+        EXPECT_NEAR(s[b * r + j].real(), j < rank ? lambda[b][j] : 0.0, tolerance * lambda[b][0]) << "λ[" << j << "], matrix " << b;
+      const std::vector<cd> ab = matrix_of(a, b, n, n), us = scaled_columns(u, s, b, n, r);
+      EXPECT_LE(product_error(matrix(us, 0, n, r), false, matrix(u, b, n, r), true, ab), tolerance * frobenius(matrix(ab, 0, n, n)))
+          << "U·diag(S)·Uᴴ = A, matrix " << b;
+      const std::vector<cd> ub(u.begin() + b * n * r, u.begin() + (b + 1) * n * r);
+      std::vector<cd> leading(n * rank);  // the eigenvectors of the nonzero eigenvalues
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < rank; ++j) leading[i * rank + j] = ub[i * r + j];
+      EXPECT_LE(product_error(matrix(leading, 0, n, rank), true, matrix(leading, 0, n, rank), false, identity(rank)), tolerance)
+          << "UᴴU = I, matrix " << b;
+    }
+  }
+}
+
+TEST(CliLinalg, RsvdHermitianGivesTheEigenpairsOfPositiveSemiDefiniteMatrices) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("covflow linalg rsvd --hermitian"));
+  check_rsvd_hermitian<linalg::cf64>(dir, 2, true, rng);
+  check_rsvd_hermitian<double>(dir, 1, false, rng);
+}
+
+// A matrix with a NaN: NaN in S, U and Vh, rank -1, named on stderr as svd names it, exit code 7;
+// the others are right.
+TEST(CliLinalg, RsvdNamesANonFiniteMatrixWritesItAsNanAndExitsSeven) {
+  test::ScratchDir dir;
+  std::mt19937_64 rng(test::fresh_seed("covflow linalg rsvd non-finite"));
+  std::vector<linalg::cf64> a;
+  for (int b = 0; b < 3; ++b) append_with_values(a, 20, 15, {3.0, 2.0, 1.0}, false, rng);
+  a[1 * 300 + 7] = linalg::cf64(std::numeric_limits<double>::quiet_NaN(), 0.0);
+  save_npy(dir / "a.npy", {3, 20, 15}, a);
+  const Outcome r = run(dir, covflow_cli + " linalg rsvd a.npy --rank 3 --s s.npy --u u.npy --vh vh.npy --ranks ranks.npy --device cpu");
+  EXPECT_EQ(r.code, 7) << r.err;
+  EXPECT_EQ(r.err, "covflow linalg rsvd: a.npy: 1 of 3 matrices failed, written as NaN in s.npy, u.npy and vh.npy "
+                   "(rank -1 in ranks.npy): matrix 1 (NaN or Inf in the matrix)\n");
+  const auto s = load_npy(dir / "s.npy", {3, 3}, io::NpyDtype::float64);
+  const auto u = load_npy(dir / "u.npy", {3, 20, 3}, io::NpyDtype::complex128);
+  EXPECT_EQ(load_ranks(dir / "ranks.npy", {3}), (std::vector<std::int32_t>{3, -1, 3}));
+  for (std::size_t i = 3; i < 6; ++i) EXPECT_TRUE(std::isnan(s[i].real())) << i;
+  for (std::size_t i = 60; i < 120; ++i) EXPECT_TRUE(std::isnan(u[i].real())) << i;
+  for (std::size_t b : {0u, 2u})
+    for (std::size_t j = 0; j < 3; ++j) EXPECT_NEAR(s[b * 3 + j].real(), 3.0 - j, 1e-12) << "S[" << j << "], matrix " << b;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""End to end: `covflow linalg qr` and `covflow linalg svd` against numpy.linalg.qr(A, mode="reduced")
-and numpy.linalg.svd(A, full_matrices=False), with numpy writing the inputs and reading the outputs.
+"""End to end: `covflow linalg qr`, `covflow linalg svd` and `covflow linalg rsvd` against
+numpy.linalg.qr(A, mode="reduced") and numpy.linalg.svd(A, full_matrices=False), with numpy writing
+the inputs and reading the outputs.
 
 usage: qr_svd_cli_numpy_test.py PATH/TO/covflow
 
@@ -18,6 +19,10 @@ with m > n, m = n and m < n, random, rank-deficient and graded matrices:
     ||U diag(S) Vh - A||_F / ||A||_F, ||U^H U - I||_F and ||Vh Vh^H - I||_F <= 10 max(m, n) eps;
   * inputs numpy can write in other ways (Fortran order, big-endian, format versions 2.0 and 3.0)
     give the same results;
+  * rsvd --rank 5 and --tol 1e-6 on exactly rank-5 inputs (complex128, float64): S, U and Vh in the
+    shapes and dtypes of numpy's truncated to r columns (5, or min(m, n) for --tol, zero beyond the
+    rank), R.npy an int32 array of 5s, every file numpy.save's bytes, S within 10 max(m, n) eps
+    ||A||_2 of numpy's five singular values and ||U diag(S) Vh - A||_F / ||A||_F within the same;
   * a matrix with a NaN gives exit code 7, is named on stderr and is NaN in the outputs while the
     others are right; usage, shape, dtype and missing-file errors give their exit codes.
 Inputs are drawn from a fresh seed, printed; COVFLOW_TEST_SEED=N replays one.
@@ -173,6 +178,39 @@ def check_non_finite(covflow, tmp, rng):
           "svd non-finite: the others' singular values are wrong")
 
 
+def check_rsvd(covflow, tmp, rng):
+    m, n, rank = 40, 30, 5
+    a_path, s_path, u_path, vh_path, ranks_path = (
+        os.path.join(tmp, f) for f in ("rsvd_a.npy", "rsvd_s.npy", "rsvd_u.npy", "rsvd_vh.npy", "rsvd_ranks.npy"))
+    for dtype in (np.complex128, np.float64):
+        a = make_input(rng, "random", (3, m, rank), dtype) @ make_input(rng, "random", (3, rank, n), dtype)
+        np.save(a_path, a)
+        u_np, s_np, vh_np = np.linalg.svd(a, full_matrices=False)
+        tol = 10 * max(m, n) * np.finfo(dtype).eps
+        for mode, r in ((["--rank", rank], rank), (["--tol", "1e-6"], min(m, n))):
+            name = f"rsvd {np.dtype(dtype).name} {' '.join(map(str, mode))}"
+            code, out, err = run(covflow, "linalg", "rsvd", a_path, *mode, "--s", s_path, "--u", u_path, "--vh", vh_path,
+                                 "--ranks", ranks_path, "--device", "cpu")
+            if not check(code == OK, f"{name}: exit {code}: {err.strip()}"):
+                continue
+            s, u, vh, ranks = (np.load(p) for p in (s_path, u_path, vh_path, ranks_path))
+            for got, want, what in ((s, s_np[:, :r], "S"), (u, u_np[:, :, :r], "U"), (vh, vh_np[:, :r, :], "Vh")):
+                check(got.shape == want.shape and got.dtype == want.dtype,
+                      f"{name}: {what} is {got.shape} {got.dtype}, numpy's truncated {want.shape} {want.dtype}")
+            for path, array, what in ((s_path, s, "S"), (u_path, u, "U"), (vh_path, vh, "Vh"), (ranks_path, ranks, "R")):
+                check(open(path, "rb").read() == numpy_bytes(array), f"{name}: {what}.npy differs from numpy.save's bytes")
+            check(ranks.dtype == np.int32 and ranks.shape == (3,) and np.all(ranks == rank), f"{name}: ranks {ranks!r}")
+            check(np.all(s[:, rank:] == 0) and np.all(u[:, :, rank:] == 0) and np.all(vh[:, rank:, :] == 0),
+                  f"{name}: nonzeros beyond the rank")
+            value_error = (np.abs(s[:, :rank] - s_np[:, :rank]).max(axis=1) / s_np[:, 0]).max()
+            residual = (np.linalg.norm((u * s[:, None, :]) @ vh - a, axis=(1, 2)) / np.linalg.norm(a, axis=(1, 2))).max()
+            check(value_error <= tol, f"{name}: S differs from numpy's by {value_error:.3g} ||A||_2 > {tol:.3g}")
+            check(residual <= tol, f"{name}: ||U S Vh - A|| / ||A|| = {residual:.3g} > {tol:.3g}")
+            eps = np.finfo(dtype).eps
+            print(f"ok   {name:52s} S vs numpy {value_error / eps:6.2f} eps  residual {residual / eps:6.2f} eps  "
+                  f"(tol {tol / eps:.0f} eps)")
+
+
 def check_errors(covflow, tmp):
     def path(name):
         return os.path.join(tmp, name)
@@ -191,6 +229,7 @@ def check_errors(covflow, tmp):
         ("qr truncated", ["linalg", "qr", path("short.npy"), "--r", path("r.npy")], INPUT, "bytes follow the header"),
         ("svd missing", ["linalg", "svd", path("absent.npy"), "--s", path("s.npy")], IO, "cannot open"),
         ("qr unwritable", ["linalg", "qr", path("ok.npy"), "--q", path("no/such/dir/q.npy")], IO, "cannot create"),
+        ("rsvd without --rank or --tol", ["linalg", "rsvd", path("ok.npy"), "--s", path("s.npy")], USAGE, "--rank"),
     ]
     for name, args, expected, phrase in cases:
         code, _, err = run(covflow, *args)
@@ -217,6 +256,7 @@ def main():
                     check_case(covflow, tmp, rng, dtype, kind, shape, variants[(case + case // len(variants)) % len(variants)])
                     case += 1
         check_non_finite(covflow, tmp, rng)
+        check_rsvd(covflow, tmp, rng)
         check_errors(covflow, tmp)
     if failures:
         print(f"{len(failures)} check(s) failed (seed {seed})")

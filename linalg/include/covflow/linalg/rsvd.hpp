@@ -14,7 +14,7 @@
 //                    smallest r with ‖A − U_rΣ_rV_rᴴ‖_F within the tolerance. The error is exact, not
 //                    estimated: for orthonormal Q, ‖A − QQᴴA‖_F² = ‖A‖_F² − ‖QᴴA‖_F², accumulated
 //                    in double — so the tolerance must be above the working precision's reach
-//                    (tolerance ≥ 10·√ε: 2.4e-3 in float, 1.5e-7 in double; smaller is refused).
+//                    (tolerance ≥ 10·√ε: 3.5e-3 in float, 1.5e-7 in double; smaller is refused).
 //                    Every matrix ends at its own rank (info[b].rank); the outputs are padded with
 //                    zeros beyond it.
 //   Hermitian        options.hermitian: A (n × n) Hermitian positive semi-definite, A ≈ U·Λ·Uᴴ with
