@@ -189,7 +189,9 @@ TYPED_TEST(QrSvdCliGpu, SvdOnCudaFollowsNumpyAndNamesAFailedMatrix) {
       std::vector<double> sb(k);
       for (std::size_t i = 0; i < k; ++i) {
         sb[i] = double(sigma[b * k + i]);
-        if (i > 0) EXPECT_LE(sb[i], sb[i - 1]) << "matrix " << b;
+        if (i > 0) {
+          EXPECT_LE(sb[i], sb[i - 1]) << "matrix " << b;
+        }
         EXPECT_NEAR(sb[i], double(s_cpu[b * k + i]), tolerance * double(s_cpu[b * k])) << "matrix " << b << " σ" << i;
       }
       const auto [residual, u_orthogonality] = product_quality(a, u, vh, b, m, n, k, &sb);
