@@ -11,6 +11,11 @@
 
 #include "covflow/linalg/device.hpp"
 #if COVFLOW_HAS_CUDA
+#include <curand.h>
+
+#include <type_traits>
+
+#include "covflow/linalg/types.hpp"
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/stream.hpp"
 #endif
@@ -153,6 +158,33 @@ Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, in
     ms.push_back(stops[static_cast<std::size_t>(i)].elapsed_since(starts[static_cast<std::size_t>(i)]));
   return summarize(std::move(ms));
 }
+
+Timing time_adaptive(cudaStream_t stream, const std::function<void(int)>& call, const std::function<void(int)>& prepare,
+                     const Settings& settings, double budget_ms) {
+  const Timing first = time_device(stream, call, 0, 1, prepare);
+  if (first.median_ms >= budget_ms / 2) return first;
+  const int reps = std::clamp(static_cast<int>(budget_ms / std::max(first.median_ms, 1e-3)), 3, std::max(3, settings.reps));
+  return time_device(stream, call, settings.warmup > 0 ? 1 : 0, reps, prepare);
+}
+
+template <class T>
+void fill_gaussian(T* data, std::size_t elements, unsigned long long seed, cudaStream_t stream) {
+  using R = linalg::real_t<T>;
+  curandGenerator_t generator = nullptr;
+  COVFLOW_CURAND_TRY(curandCreateGenerator(&generator, CURAND_RNG_PSEUDO_PHILOX4_32_10));
+  COVFLOW_CURAND_TRY(curandSetStream(generator, stream));
+  COVFLOW_CURAND_TRY(curandSetPseudoRandomGeneratorSeed(generator, seed));
+  const std::size_t reals = elements * (linalg::is_complex_v<T> ? 2 : 1);
+  if constexpr (std::is_same_v<R, float>)
+    COVFLOW_CURAND_TRY(curandGenerateNormal(generator, reinterpret_cast<float*>(data), reals, 0.f, 1.f));
+  else
+    COVFLOW_CURAND_TRY(curandGenerateNormalDouble(generator, reinterpret_cast<double*>(data), reals, 0.0, 1.0));
+  curandDestroyGenerator(generator);
+}
+template void fill_gaussian<linalg::f32>(linalg::f32*, std::size_t, unsigned long long, cudaStream_t);
+template void fill_gaussian<linalg::f64>(linalg::f64*, std::size_t, unsigned long long, cudaStream_t);
+template void fill_gaussian<linalg::cf32>(linalg::cf32*, std::size_t, unsigned long long, cudaStream_t);
+template void fill_gaussian<linalg::cf64>(linalg::cf64*, std::size_t, unsigned long long, cudaStream_t);
 #endif
 
 std::string device_description() {

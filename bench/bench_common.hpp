@@ -87,6 +87,17 @@ Timing time_host(const std::function<void()>& call, int warmup, int reps);
 // overwrites) and is not timed.
 Timing time_device(cudaStream_t stream, const std::function<void(int)>& call, int warmup, int reps,
                    const std::function<void(int)>& prepare = {});
+
+// time_device with as many calls as fit `budget_ms`: one call first; if that alone took half the
+// budget it is the timing (so that a slow vendor path does not take minutes), else one untimed call
+// and as many as fit (at least 3, at most settings.reps).
+Timing time_adaptive(cudaStream_t stream, const std::function<void(int)>& call, const std::function<void(int)>& prepare,
+                     const Settings& settings, double budget_ms);
+
+// Gaussian entries (cuRAND Philox, this seed; complex: real and imaginary parts each N(0, 1))
+// straight into device memory, on `stream`. T: float, double, std::complex<float|double>.
+template <class T>
+void fill_gaussian(T* data, std::size_t elements, unsigned long long seed, cudaStream_t stream);
 #endif
 
 std::string device_description();

@@ -97,27 +97,7 @@ COVFLOW_RSVD_VENDOR(cf32, C)
 COVFLOW_RSVD_VENDOR(cf64, Z)
 #undef COVFLOW_RSVD_VENDOR
 
-template <class T>
-void fill_gaussian(T* data, std::size_t elements, unsigned long long seed, cudaStream_t stream) {
-  curandGenerator_t generator = nullptr;
-  COVFLOW_CURAND_TRY(curandCreateGenerator(&generator, CURAND_RNG_PSEUDO_PHILOX4_32_10));
-  COVFLOW_CURAND_TRY(curandSetStream(generator, stream));
-  COVFLOW_CURAND_TRY(curandSetPseudoRandomGeneratorSeed(generator, seed));
-  const std::size_t reals = elements * (is_complex_v<T> ? 2 : 1);
-  if constexpr (std::is_same_v<real_t<T>, float>)
-    COVFLOW_CURAND_TRY(curandGenerateNormal(generator, reinterpret_cast<float*>(data), reals, 0.f, 1.f));
-  else
-    COVFLOW_CURAND_TRY(curandGenerateNormalDouble(generator, reinterpret_cast<double*>(data), reals, 0.0, 1.0));
-  curandDestroyGenerator(generator);
-}
 
-Timing time_adaptive(cudaStream_t stream, const std::function<void(int)>& call, const std::function<void(int)>& prepare,
-                     const Settings& settings) {
-  const Timing first = time_device(stream, call, 0, 1, prepare);
-  if (first.median_ms >= kBudgetMs / 2) return first;
-  const int reps = std::clamp(static_cast<int>(kBudgetMs / std::max(first.median_ms, 1e-3)), 3, std::max(3, settings.reps));
-  return time_device(stream, call, settings.warmup > 0 ? 1 : 0, reps, prepare);
-}
 
 // The batch of inputs (see the top of the file), on the device.
 template <class T>
@@ -219,7 +199,6 @@ Row bench_one(const Shape& shape, const Settings& settings, Exec* gpu, std::mt19
     row.shape = fmt::format("{}×{} batch={} tol {:g} (max rank {})", m, n, count, tolerance, options.max_rank);
   }
   const int k = rsvd_output_rank(m, n, options);
-  row.flops = 0;
 #if COVFLOW_HAS_CUDA
   if (gpu == nullptr) return row;
   CudaContext& context = gpu->cuda_context();
@@ -246,7 +225,7 @@ Row bench_one(const Shape& shape, const Settings& settings, Exec* gpu, std::mt19
                 Batch<T>::packed(u.data(), m, k, count), Batch<T>::packed(v.data(), n, k, count),
                 {rinfo.data(), rinfo.size()}, {workspace.data(), workspace.size()}, options);
       },
-      {}, settings);
+      {}, settings, kBudgetMs);
   double covflow_error = 0;
   {
     std::vector<RsvdInfo> host(static_cast<std::size_t>(count));
@@ -294,7 +273,7 @@ Row bench_one(const Shape& shape, const Settings& settings, Exec* gpu, std::mt19
           COVFLOW_CUSOLVER_TRY(gesvda(handle, kv, m, n, work.data(), s.data(), u.data(), v.data(), vendor_work.data(),
                                       lwork, info.data(), residuals.data(), int(count)));
         },
-        restore, settings);
+        restore, settings, kBudgetMs);
     const double error = achieved_error<T>(*gpu, pristine.data(), m, n, count, s.data(), kv, u.data(),
                                            (long long)m * kv, v.data(), (long long)n * kv, kv);
     row.notes["error gesvda-strided"] = fmt::format("{:.2e}", error);
@@ -343,7 +322,7 @@ Row bench_one(const Shape& shape, const Settings& settings, Exec* gpu, std::mt19
             COVFLOW_CUDA_TRY(cudaStreamWaitEvent(stream, joins[i].get(), 0));
           }
         },
-        restore, settings);
+        restore, settings, kBudgetMs);
     for (int i = 0; i < kStreams; ++i) {
       cusolverDnDestroyParams(params[i]);
       cusolverDnDestroy(handles[i]);
@@ -369,7 +348,7 @@ Row bench_one(const Shape& shape, const Settings& settings, Exec* gpu, std::mt19
                    Batch<T>::packed(ju.data(), m, full, count), Batch<T>::packed(jv.data(), n, full, count),
                    {jinfo.data(), jinfo.size()});
         },
-        restore, settings);
+        restore, settings, kBudgetMs);
     row.notes["error gesvj-truncated"] = fmt::format(
         "{:.2e}", achieved_error<T>(*gpu, pristine.data(), m, n, count, js.data(), full, ju.data(), (long long)m * full,
                                     jv.data(), (long long)n * full, kv));

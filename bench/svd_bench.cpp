@@ -165,32 +165,6 @@ COVFLOW_SVD_VENDOR(cf32, C)
 COVFLOW_SVD_VENDOR(cf64, Z)
 #undef COVFLOW_SVD_VENDOR
 
-// Gaussian entries, straight into device memory.
-template <class T>
-void fill_gaussian(T* data, std::size_t elements, unsigned long long seed, cudaStream_t stream) {
-  curandGenerator_t generator = nullptr;
-  COVFLOW_CURAND_TRY(curandCreateGenerator(&generator, CURAND_RNG_PSEUDO_PHILOX4_32_10));
-  COVFLOW_CURAND_TRY(curandSetStream(generator, stream));
-  COVFLOW_CURAND_TRY(curandSetPseudoRandomGeneratorSeed(generator, seed));
-  const std::size_t reals = elements * (is_complex_v<T> ? 2 : 1);
-  if constexpr (std::is_same_v<real_t<T>, float>)
-    COVFLOW_CURAND_TRY(curandGenerateNormal(generator, reinterpret_cast<float*>(data), reals, 0.f, 1.f));
-  else
-    COVFLOW_CURAND_TRY(curandGenerateNormalDouble(generator, reinterpret_cast<double*>(data), reals, 0.0, 1.0));
-  curandDestroyGenerator(generator);
-}
-
-// Times `call` between events on `stream`: one call; if that alone took half the row's budget
-// (kBudgetMs) it is the timing (reps = 1, so that a slow vendor path does not take minutes),
-// else one untimed call and as many as fit the budget (at least 3, at most settings.reps).
-Timing time_adaptive(cudaStream_t stream, const std::function<void(int)>& call, const std::function<void(int)>& prepare,
-                     const Settings& settings) {
-  const Timing first = time_device(stream, call, 0, 1, prepare);
-  if (first.median_ms >= kBudgetMs / 2) return first;
-  const int reps = std::clamp(static_cast<int>(kBudgetMs / std::max(first.median_ms, 1e-3)), 3, std::max(3, settings.reps));
-  return time_device(stream, call, settings.warmup > 0 ? 1 : 0, reps, prepare);
-}
-
 // COVFLOW_BENCH_GESVDA=0 leaves gesvdaStridedBatched out (it is slow on the large rows).
 bool with_gesvda() {
   const char* text = std::getenv("COVFLOW_BENCH_GESVDA");
@@ -283,7 +257,7 @@ Row bench_one(const Shape& shape, bool vectors, const Settings& settings, Exec* 
                    vectors ? Batch<T>::packed(v.data(), n, k, count) : Batch<T>{}, {svd_info.data(), svd_info.size()},
                    options);
         },
-        restore, settings);
+        restore, settings, kBudgetMs);
     if (gpu->workspace().growth_count() != growth) row.notes["warning"] = "covflow workspace grew while timed";
     row.notes["covflow workspace"] = fmt::format("{:.1f} MiB", workspace / 1048576.0);
     std::vector<SvdInfo> covflow_info(static_cast<std::size_t>(count));
@@ -325,7 +299,7 @@ Row bench_one(const Shape& shape, bool vectors, const Settings& settings, Exec* 
             COVFLOW_CUSOLVER_TRY(gesvdj_batched(handle, jobz, m, n, work.data(), s.data(), u.data(), v.data(),
                                                 vendor_work.data(), lwork, info.data(), params, static_cast<int>(count)));
           },
-          restore, settings);
+          restore, settings, kBudgetMs);
       cusolverDnDestroyGesvdjInfo(params);
       reference = "gesvdj-batched";
       reference_result = read(m, n, std::size_t(m) * m, std::size_t(n) * n);
@@ -349,7 +323,7 @@ Row bench_one(const Shape& shape, bool vectors, const Settings& settings, Exec* 
             COVFLOW_CUSOLVER_TRY(gesvda(handle, jobz, m, n, work.data(), s.data(), u.data(), v.data(), vendor_work.data(),
                                         lwork, info.data(), vendor_residuals.data(), static_cast<int>(count)));
           },
-          restore, settings);
+          restore, settings, kBudgetMs);
       const Result<T> r = read(m, n, std::size_t(m) * k, std::size_t(n) * k);
       const double values = value_difference(r.s, covflow.s, k, count, m, n);
       row.notes["gesvda-strided"] = fmt::format("max |σ − σ_covflow|/σ₁ {:.2f} n·ε{}{}", values,
@@ -396,7 +370,7 @@ Row bench_one(const Shape& shape, bool vectors, const Settings& settings, Exec* 
               COVFLOW_CUDA_TRY(cudaStreamWaitEvent(stream, joins[i].get(), 0));
             }
           },
-          restore, settings);
+          restore, settings, kBudgetMs);
       for (int i = 0; i < kStreams; ++i) {
         cusolverDnDestroyGesvdjInfo(params[i]);
         cusolverDnDestroy(handles[i]);
