@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "adaptive_bench.hpp"
 #include "bench_common.hpp"
 #include "cholupdate_bench.hpp"
 #include "covariance_bench.hpp"
@@ -20,6 +21,7 @@
 #include "qr_bench.hpp"
 #include "rsvd_bench.hpp"
 #include "svd_bench.hpp"
+#include "tiny_bench.hpp"
 #if COVFLOW_HAS_CUDA
 #include "heev_chase_bench.hpp"
 #endif
@@ -59,6 +61,40 @@ int main(int argc, char** argv) {
   rsvd->fallthrough();
   rsvd->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
   rsvd->add_option("--shape", settings.shapes, "Only these MxNxBATCHrRANK rows (rank 0: fixed accuracy)");
+  auto* tiny = app.add_subcommand("tiny", "Batched tiny (n ≤ 32) getrf/getrs/potrf/potrs/geqrf vs cuBLAS/cuSOLVER's "
+                                           "batched routines, with each row's memory floor (not run by `all`)");
+  tiny->fallthrough();  // --json, --reps, --quick … may follow the subcommand
+  bench::TinyBenchOptions tiny_options;
+  tiny->add_option("--count", tiny_options.count, "Matrices per batch (default 1048576; 16384 with --quick)")
+      ->check(CLI::Range(1LL, 2147483647LL));
+  tiny->add_option("--n", tiny_options.sizes, "Matrix orders")->capture_default_str()->delimiter(',')->check(CLI::Range(1, 32));
+  tiny->add_option("--dtype", tiny_options.dtypes, "Element types")
+      ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"f32", "f64", "cf32", "cf64"}));
+  tiny->add_option("--routine", tiny_options.routines, "Routines (getrs and potrs also factor, untimed, when their "
+                                                       "factorization is not asked for)")
+      ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"getrf", "getrs", "potrf", "potrs", "geqrf"}));
+  tiny->add_option("--nrhs", tiny_options.nrhs, "Right-hand sides of the getrs and potrs rows")
+      ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1024));
+  tiny->add_option("--seed", tiny_options.seed, "Seed of the inputs")->capture_default_str();
+  auto* adaptive = app.add_subcommand("adaptive", "The adaptive stage per frame as the daemon runs it, linalg::potrf/potrs "
+                                                   "path vs the legacy hand-written one (not run by `all`)");
+  adaptive->fallthrough();  // --json, --quick, --no-cpu … may follow the subcommand
+  bench::AdaptiveBenchOptions adaptive_options;
+  adaptive->add_option("--cells", adaptive_options.cells, "Cells per frame")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  adaptive->add_option("--channels", adaptive_options.channels, "Channels (array elements)")
+      ->capture_default_str()->check(CLI::Range(2, 1024));
+  adaptive->add_option("--snapshots", adaptive_options.snapshots, "Snapshots per cell and frame")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  adaptive->add_option("--looks", adaptive_options.looks, "Look directions (1: 5°; more: spread over ±60°)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  adaptive->add_option("--frames", adaptive_options.frames, "Timed frames per path (default 200; 40 with --quick)")
+      ->check(CLI::Range(1, 1000000));
+  adaptive->add_option("--refactor-every", adaptive_options.refactor_every, "Frames between refactors (0: never)")
+      ->capture_default_str()->check(CLI::Range(0, 1000000));
+  adaptive->add_option("--dtype", adaptive_options.dtype, "Element type of the frames")
+      ->capture_default_str()->check(CLI::IsMember({"cf32", "cf64"}));
+  adaptive->add_option("--device", adaptive_options.device, "Where the stage runs (cuda: only where a GPU is present)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "both"}));
   auto* heev_chase = app.add_subcommand("heev-chase", "§3's QR iteration alone (heev's leaves), per arithmetic policy (diagnostic)");
   auto* pipeline = app.add_subcommand("pipeline", "The daemon's chain fed at a fixed rate: frames/s, drops, latency percentiles");
   bench::PipelineBenchOptions pipeline_options;
@@ -146,6 +182,8 @@ int main(int argc, char** argv) {
     if (qr->parsed() || all->parsed()) checked(bench::run_qr_bench(settings, gpu.get(), cpu));
     if (svd->parsed() || all->parsed()) checked(bench::run_svd_bench(settings, gpu.get(), cpu));
     if (rsvd->parsed() || all->parsed()) checked(bench::run_rsvd_bench(settings, gpu.get()));
+    if (tiny->parsed()) checked(bench::run_tiny_bench(settings, tiny_options, gpu.get()));
+    if (adaptive->parsed()) checked(bench::run_adaptive_bench(settings, adaptive_options, gpu.get(), cpu));
     if (pipeline->parsed() || all->parsed()) {
       results.push_back(bench::run_pipeline_bench(settings, pipeline_options, gpu.get(), cpu));
     }

@@ -1,26 +1,21 @@
-// `covflow linalg heev`, `cholupdate`, `qr`, `svd` and `rsvd` on NumPy files.
+// `covflow linalg heev`, `cholupdate`, `qr`, `svd` and `rsvd` on NumPy files, and the CLI11 wiring of
+// every `covflow linalg` command (lu, cholesky and solve run in solve_cli.cpp).
 //
-// Layout: an NPY array is row-major (C order) unless its header says fortran_order; covflow's
-// linalg is column-major. Each matrix is copied into a packed column-major batch on the way in and
-// back to C order on the way out, so the matrix linalg sees is the matrix numpy indexes: A[i, j]
-// of the file is element (i, j) of the batch, numpy's UPLO is linalg's uplo unchanged, and column
-// k of the eigenvector matrix is V[..., :, k]. (Reading the C-order bytes in place as column-major
-// would hand linalg the transpose — the conjugate, for a Hermitian matrix — with the triangles
-// swapped and conjugated eigenvectors; the copy costs O(n²) against heev's O(n³) and leaves no
-// such mapping to get wrong.) qr, svd and rsvd copy the same way; their outputs go back to C order,
-// and Vh = Vᴴ needs no reordering at all: V's column-major elements, conjugated, are Vh's in C order.
+// Every matrix is copied from the file into a packed column-major batch and back
+// (linalg_cli_support.hpp), so the matrix linalg sees is the matrix numpy indexes: numpy's UPLO is
+// linalg's uplo unchanged, and column k of the eigenvector matrix is V[..., :, k]. (Read in place,
+// the C-order bytes would be each matrix's transpose — for a Hermitian matrix its conjugate — with
+// the triangles swapped and conjugated eigenvectors.) qr, svd and rsvd copy the same way; their
+// outputs go back to C order, and Vh = Vᴴ needs no reordering at all: V's column-major elements,
+// conjugated, are Vh's in C order.
 #include "common/linalg_cli.hpp"
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <complex>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <limits>
-#include <new>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -28,6 +23,7 @@
 #include <vector>
 
 #include "common/exit_codes.hpp"
+#include "common/linalg_cli_support.hpp"
 #include "covflow/io/npy.hpp"
 #include "covflow/linalg/device.hpp"
 #include "covflow/linalg/cholupdate.hpp"
@@ -45,166 +41,10 @@
 #endif
 
 namespace covflow::cli {
+
+using namespace detail;
+
 namespace {
-
-namespace la = covflow::linalg;
-using std::filesystem::path;
-
-// Thrown inside a command to end it with an exit code and one line on stderr.
-struct Failure {
-  int code;
-  std::string message;
-};
-
-[[noreturn]] void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
-
-int exit_code_for(const io::NpyError& error) {
-  switch (error.kind()) {
-    case io::NpyError::Kind::io: return exit_code::io;
-    case io::NpyError::Kind::damaged:
-    case io::NpyError::Kind::unsupported: return exit_code::input_damaged;
-    case io::NpyError::Kind::argument: return exit_code::internal_error;
-  }
-  return exit_code::internal_error;
-}
-
-io::NpyArray load(const path& file) {
-  try {
-    return io::read_npy(file);
-  } catch (const io::NpyError& e) {
-    fail(exit_code_for(e), e.what());
-  }
-}
-
-void store(const path& file, const io::NpyArray& array) {
-  try {
-    io::write_npy(file, array);
-  } catch (const io::NpyError& e) {
-    fail(exit_code_for(e), e.what());
-  }
-}
-
-std::string describe(const io::NpyArray& array) {
-  return io::format_shape(array.shape) + " " + std::string(io::numpy_name(array.dtype));
-}
-
-// A stack of `count` rows × cols matrices: a 3-D array (count, rows, cols), or a 2-D one (count 1).
-struct Stack {
-  std::uint64_t count = 1, rows = 0, cols = 0;
-  bool batched = false;
-  std::uint64_t matrix_elements() const { return rows * cols; }
-};
-
-// The most matrices one command takes. heev's and cholupdate's CUDA kernels launch a block per
-// matrix, and a grid is at most 2^31 − 1 blocks long. The file's data bounds a batch of non-empty
-// matrices (read_npy checks that it holds the whole shape), but a batch of empty ones holds no
-// data whatever its count, so this is the only bound on it.
-constexpr std::uint64_t kMaxBatchCount = std::numeric_limits<std::int32_t>::max();
-
-Stack stack_of(const io::NpyArray& array, const path& file, const char* expected) {
-  const auto& shape = array.shape;
-  if (shape.size() != 2 && shape.size() != 3)
-    fail(exit_code::input_damaged, file.string() + ": expected " + expected + ", got shape " + describe(array) +
-                                       " (" + std::to_string(shape.size()) + " dimensions)");
-  Stack stack;
-  stack.batched = shape.size() == 3;
-  stack.count = stack.batched ? shape[0] : 1;
-  stack.rows = shape[shape.size() - 2];
-  stack.cols = shape[shape.size() - 1];
-  if (stack.count > kMaxBatchCount)
-    fail(exit_code::input_damaged, file.string() + ": shape " + describe(array) + " holds " +
-                                       std::to_string(stack.count) + " matrices, more than the " +
-                                       std::to_string(kMaxBatchCount) + " a batch may hold");
-  // BLAS/LAPACK take 32-bit dimensions; anything near that is no matrix a file of ours holds.
-  if (stack.rows > std::uint64_t(std::numeric_limits<int>::max()) ||
-      stack.cols > std::uint64_t(std::numeric_limits<int>::max()))
-    fail(exit_code::input_damaged, file.string() + ": matrices of shape " + describe(array) +
-                                       " exceed the 32-bit dimensions of BLAS/LAPACK");
-  return stack;
-}
-
-// Element offsets of [b][i][j] in the file's order.
-struct Strides {
-  std::uint64_t matrix, row, col;
-};
-
-Strides strides_of(const Stack& s, bool fortran_order) {
-  if (!fortran_order) return {s.rows * s.cols, s.cols, 1};
-  return {1, s.count, s.count * s.rows};  // first index fastest; for 2-D input count is 1
-}
-
-// Both copies return at once for empty matrices, so that a batch of them costs nothing per matrix.
-template <class T>
-std::vector<T> to_column_major(const io::NpyArray& array, const Stack& s) {
-  std::vector<T> out(static_cast<std::size_t>(s.count * s.matrix_elements()));
-  if (out.empty()) return out;
-  const Strides st = strides_of(s, array.fortran_order);
-  const std::byte* src = array.bytes.data();
-  for (std::uint64_t b = 0; b < s.count; ++b)
-    for (std::uint64_t i = 0; i < s.rows; ++i)
-      for (std::uint64_t j = 0; j < s.cols; ++j)
-        std::memcpy(&out[b * s.matrix_elements() + i + j * s.rows], src + (b * st.matrix + i * st.row + j * st.col) * sizeof(T),
-                    sizeof(T));
-  return out;
-}
-
-template <class T>
-std::vector<std::byte> column_major_to_c_order(const std::vector<T>& data, const Stack& s) {
-  std::vector<std::byte> out(data.size() * sizeof(T));
-  if (out.empty()) return out;
-  for (std::uint64_t b = 0; b < s.count; ++b)
-    for (std::uint64_t i = 0; i < s.rows; ++i)
-      for (std::uint64_t j = 0; j < s.cols; ++j)
-        std::memcpy(out.data() + (b * s.matrix_elements() + i * s.cols + j) * sizeof(T),
-                    &data[b * s.matrix_elements() + i + j * s.rows], sizeof(T));
-  return out;
-}
-
-template <class T>
-std::vector<std::byte> raw_bytes(const std::vector<T>& data) {
-  std::vector<std::byte> out(data.size() * sizeof(T));
-  if (!data.empty()) std::memcpy(out.data(), data.data(), out.size());
-  return out;
-}
-
-const char* device_name(la::Backend backend) { return backend == la::Backend::cuda ? "cuda" : "cpu"; }
-
-// Runs `op(exec)` on the backend `choice` selects and returns the one it ran on. An explicit
-// --device cuda that cannot run is a failure; auto falls back to the CPU and says why.
-template <class Op>
-la::Backend on_backend(DeviceChoice choice, const std::string& command, std::ostream& err, Op&& op) {
-  if (choice != DeviceChoice::cpu) {
-    // auto without a usable GPU is the ordinary CPU case and needs no note.
-    bool try_cuda = choice == DeviceChoice::cuda;
-    if (!try_cuda && la::cuda_compiled()) {
-      try {
-        try_cuda = la::probe_devices().available();
-      } catch (const la::Error& e) {
-        err << command << ": note: --device auto: probing for GPUs failed (" << e.what() << "); running on the CPU\n";
-      }
-    }
-    if (try_cuda) {
-      try {
-        la::Exec exec = la::Exec::cuda();
-        op(exec);
-        return la::Backend::cuda;
-      } catch (const la::Unavailable& e) {
-        if (choice == DeviceChoice::cuda)
-          fail(exit_code::device_unavailable, std::string("--device cuda: ") + e.what());
-        err << command << ": note: --device auto: " << e.what() << "; running on the CPU\n";
-      } catch (const la::CudaError& e) {
-        fail(exit_code::device_unavailable, std::string("CUDA failed: ") + e.what());
-      }
-    }
-  }
-  la::Exec exec = la::Exec::cpu();
-  op(exec);
-  return la::Backend::cpu;
-}
-
-// info as written by heev; kUnwritten is what info holds before the run, so an entry a backend
-// forgot to write is reported rather than read as success.
-constexpr int kUnwritten = 0x7f7f7f7f;
 
 std::string info_reason(int info, char uplo) {
   if (info == la::status::non_finite_input)
@@ -212,15 +52,6 @@ std::string info_reason(int info, char uplo) {
   if (info == la::status::no_convergence) return "no convergence";
   if (info == kUnwritten) return "not computed (info never written)";
   return "info " + std::to_string(info);
-}
-
-// "3, 17, 42" with at most `limit` indices shown.
-std::string index_list(const std::vector<std::uint64_t>& indices) {
-  constexpr std::size_t limit = 32;
-  std::string out;
-  for (std::size_t i = 0; i < indices.size() && i < limit; ++i) out += (i ? ", " : "") + std::to_string(indices[i]);
-  if (indices.size() > limit) out += ", ... (" + std::to_string(indices.size() - limit) + " more)";
-  return out;
 }
 
 template <class T>
@@ -419,72 +250,6 @@ int cholupdate_typed(const CholupdateRequest& request, const io::NpyArray& facto
 // ---- qr and svd --------------------------------------------------------------------------------
 
 template <class T>
-T conj_of(T v) {
-  if constexpr (la::is_complex_v<T>) return std::conj(v);
-  else return v;
-}
-
-template <class T>
-T nan_of() {
-  return T(std::numeric_limits<la::real_t<T>>::quiet_NaN());
-}
-
-// Matrices whose info is not 0, grouped by reason in the order first met, reported on stderr in
-// heev's words.
-struct FailedMatrices {
-  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> by_reason;
-  std::uint64_t count = 0;
-
-  void add(std::uint64_t index, const std::string& reason) {
-    ++count;
-    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& f) { return f.first == reason; });
-    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {reason, {}});
-    it->second.push_back(index);
-  }
-
-  // One line naming them, and the exit code: ok when none failed, numerical otherwise.
-  int report(std::ostream& err, const std::string& command, const path& input, const Stack& s,
-             const std::string& written) const {
-    if (count == 0) return exit_code::ok;
-    err << command << ": " << input.string() << ": ";
-    if (s.batched) {
-      err << count << " of " << s.count << (s.count == 1 ? " matrix" : " matrices") << " failed, written as NaN in "
-          << written << ":";
-      const char* separator = " ";
-      for (const auto& [reason, indices] : by_reason) {
-        err << separator << (indices.size() == 1 ? "matrix " : "matrices ") << index_list(indices) << " (" << reason
-            << ")";
-        separator = "; ";
-      }
-    } else {
-      err << "the matrix failed (" << by_reason.front().first << "), written as NaN in " << written;
-    }
-    err << "\n";
-    return exit_code::numerical;
-  }
-};
-
-// "A", "A and B", "A, B and C".
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i)
-    out += (i == 0 ? "" : (i + 1 == items.size() ? " and " : ", ")) + items[i];
-  return out;
-}
-
-std::string status_reason(int status) {
-  if (status == la::status::non_finite_input) return "NaN or Inf in the matrix";
-  if (status == la::status::no_convergence) return "no convergence";
-  if (status == kUnwritten) return "not computed (info never written)";
-  return "info " + std::to_string(status);
-}
-
-std::string matrices_phrase(const Stack& s) {
-  return (s.batched ? std::to_string(s.count) + " matrices " : std::string("one matrix ")) + std::to_string(s.rows) +
-         "×" + std::to_string(s.cols);
-}
-
-template <class T>
 int qr_typed(const QrRequest& request, const io::NpyArray& input, const Stack& s, std::ostream& out,
              std::ostream& err) {
   const std::string command = "covflow linalg qr";
@@ -677,30 +442,6 @@ int svd_typed(const SvdRequest& request, const io::NpyArray& input, const Stack&
 
 // ---- rsvd --------------------------------------------------------------------------------------
 
-// io reads and writes only the four types covflow computes with; the ranks are int32, so their
-// file is written here: numpy.save's header for float32 of the same shape with the descr changed
-// (the same length, so the padding still ends the header on a 64-byte boundary), then the values,
-// little-endian as on every host covflow runs on. Errors in io's words.
-void store_int32(const path& file, const std::vector<std::uint64_t>& shape, const std::vector<std::int32_t>& values) {
-  std::string header = io::npy_header(io::NpyDtype::float32, shape, false);
-  header.replace(header.find("'<f4'"), 5, "'<i4'");
-  std::FILE* stream = std::fopen(file.c_str(), "wb");
-  if (stream == nullptr) fail(exit_code::io, file.string() + ": cannot create: " + std::strerror(errno));
-  const std::size_t data_bytes = values.size() * sizeof(std::int32_t);
-  const bool written = std::fwrite(header.data(), 1, header.size(), stream) == header.size() &&
-                 (values.empty() || std::fwrite(values.data(), 1, data_bytes, stream) == data_bytes);
-  const std::string reason = written ? std::string() : std::strerror(errno);
-  const bool closed = std::fclose(stream) == 0;
-  if (!written || !closed) {
-    // A file cut short by a full disk must not be left to pass for a result.
-    const std::string why =
-        written ? std::string("write error on close: ") + std::strerror(errno) : "write error: " + reason;
-    std::error_code ignored;
-    std::filesystem::remove(file, ignored);
-    fail(exit_code::io, file.string() + ": " + why);
-  }
-}
-
 std::string rsvd_reason(std::int32_t status, bool hermitian) {
   if (status == la::rsvd_status::non_finite_input) return "NaN or Inf in the matrix";
   if (status == la::rsvd_status::svd_failed)
@@ -873,34 +614,6 @@ int rsvd_typed(const RsvdRequest& request, const io::NpyArray& input, const Stac
         << " before " << tolerance << "\n";
   }
   return failures.report(err, command, request.input, s, failed_in);
-}
-
-template <class Body>
-int guarded(const std::string& command, std::ostream& err, Body&& body) {
-  try {
-    return body();
-  } catch (const Failure& f) {
-    err << command << ": error: " << f.message << "\n";
-    return f.code;
-  } catch (const la::Unavailable& e) {
-    err << command << ": error: " << e.what() << "\n";
-    return exit_code::device_unavailable;
-  } catch (const la::CudaError& e) {
-    err << command << ": error: CUDA failed: " << e.what() << "\n";
-    return exit_code::device_unavailable;
-  } catch (const std::bad_alloc&) {
-    err << command << ": error: out of memory\n";
-    return exit_code::internal_error;
-  } catch (const std::exception& e) {
-    err << command << ": internal error: " << e.what() << "\n";
-    return exit_code::internal_error;
-  }
-}
-
-DeviceChoice parse_device(const std::string& text) {
-  if (text == "cpu") return DeviceChoice::cpu;
-  if (text == "cuda") return DeviceChoice::cuda;
-  return DeviceChoice::automatic;
 }
 
 }  // namespace
@@ -1120,6 +833,47 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       ->capture_default_str();
   rsvd_->footer("r is K, or with --tol the largest rank allowed (--max-rank, else min(m, n)); columns beyond a "
                 "matrix's own rank are zero.");
+
+  lu_ = group_->add_subcommand("lu", "LU factorisation with partial pivoting, as scipy.linalg.lu_factor");
+  lu_->add_option("input", lu_input_, "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
+      ->required();
+  lu_->add_option("--lu", lu_output_, "Write L (unit, below the diagonal) and U (on and above it) here, A's shape")
+      ->required();
+  lu_->add_option("--piv", lu_pivots_,
+                  "Write the pivots here: int32 (n,) or (batch, n), from 0; row i was interchanged with row P[i]")
+      ->required();
+  lu_->add_option("--device", lu_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  cholesky_ = group_->add_subcommand(
+      "cholesky", "Cholesky factor of Hermitian positive definite matrices, as numpy.linalg.cholesky");
+  cholesky_->add_option("input", cholesky_input_,
+                        "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
+      ->required();
+  cholesky_->add_option("--out", cholesky_output_, "Write the factors here, A's shape; the other triangle is zero")
+      ->required();
+  cholesky_->add_flag("--upper", cholesky_upper_,
+                      "Upper factor U with A = Uᴴ U, from A's upper triangle (default: lower L with A = L Lᴴ, from "
+                      "its lower triangle)");
+  cholesky_->add_option("--device", cholesky_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  solve_ = group_->add_subcommand("solve", "Solve A X = B, as numpy.linalg.solve (numpy 2's shapes)");
+  solve_->add_option("a", solve_a_, "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
+      ->required();
+  solve_->add_option("b", solve_b_, "B.npy, A's dtype: (n,), (n, k) or (batch, n, k); batch 1 broadcasts")
+      ->required();
+  solve_->add_option("--out", solve_output_, "Write X here: (..., n) for a 1-D B, else (..., n, k)")->required();
+  solve_->add_option("--assume", solve_assume_,
+                     "general (LU with partial pivoting) or positive (Cholesky, A Hermitian positive definite: "
+                     "only its lower triangle is read)")
+      ->check(CLI::IsMember({"general", "gen", "positive", "pos"}))
+      ->capture_default_str();
+  solve_->add_option("--device", solve_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
 }
 
 bool LinalgCommands::parsed() const { return group_->parsed(); }
@@ -1172,6 +926,31 @@ int LinalgCommands::run(std::ostream& out, std::ostream& err) const {
     if (rsvd_max_rank_option_->count() > 0) request.max_rank = rsvd_max_rank_;
     request.device = parse_device(rsvd_device_);
     return run_rsvd(request, out, err);
+  }
+  if (lu_->parsed()) {
+    LuRequest request;
+    request.input = lu_input_;
+    request.lu = lu_output_;
+    request.pivots = lu_pivots_;
+    request.device = parse_device(lu_device_);
+    return run_lu(request, out, err);
+  }
+  if (cholesky_->parsed()) {
+    CholeskyRequest request;
+    request.input = cholesky_input_;
+    request.output = cholesky_output_;
+    request.upper = cholesky_upper_;
+    request.device = parse_device(cholesky_device_);
+    return run_cholesky(request, out, err);
+  }
+  if (solve_->parsed()) {
+    SolveRequest request;
+    request.a = solve_a_;
+    request.b = solve_b_;
+    request.output = solve_output_;
+    request.assume = solve_assume_.starts_with("pos") ? Assume::positive : Assume::general;
+    request.device = parse_device(solve_device_);
+    return run_solve(request, out, err);
   }
   return exit_code::usage;
 }

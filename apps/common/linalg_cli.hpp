@@ -8,6 +8,9 @@
 //   covflow linalg rsvd A.npy (--rank K | --tol T [--max-rank R]) [--hermitian] [--seed N]
 //        [--oversampling P] [--power-iterations Q] [--block B] [--absolute]
 //        --s S.npy [--u U.npy] [--vh Vh.npy] [--ranks R.npy] [--device cpu|cuda|auto]
+//   covflow linalg lu A.npy --lu LU.npy --piv P.npy [--device cpu|cuda|auto]
+//   covflow linalg cholesky A.npy --out L.npy [--upper] [--device cpu|cuda|auto]
+//   covflow linalg solve A.npy B.npy --out X.npy [--assume general|positive] [--device cpu|cuda|auto]
 //
 // heev follows numpy.linalg.eigh exactly: IN is (n, n) or (batch, n, n), complex128, complex64,
 // float64 or float32, in either element order; W is (n,) or (batch, n) of the real type of the
@@ -24,6 +27,12 @@
 // matrix's columns beyond its own rank are zero, and R.npy holds the ranks as int32, (batch,) or
 // () for one matrix. With --hermitian (A square, Hermitian positive semi-definite) S holds the
 // eigenvalues λ descending and U the eigenvectors, A ≈ U·diag(S)·Uᴴ; there is no Vh.
+//
+// lu follows scipy.linalg.lu_factor: LU has A's shape, L (unit, below the diagonal) and U combined,
+// P is int32 (n,) or (batch, n), 0-based: row i was interchanged with row P[i], for i = 0, 1, ….
+// cholesky follows numpy.linalg.cholesky: A = L·Lᴴ from A's lower triangle, or with upper
+// (numpy ≥ 2's upper=True) A = Uᴴ·U from its upper one; the other triangle of the output is zero.
+// solve follows numpy 2's numpy.linalg.solve (solve_cli.cpp says which shapes; docs/cli.md too).
 //
 // Each run_* function returns an exit code from common/exit_codes.hpp and reports problems on
 // `err`, one line each, starting with the command and the file they concern.
@@ -119,6 +128,47 @@ struct RsvdRequest {
 // below what the precision can confirm) are exit_code::usage with linalg's message.
 int run_rsvd(const RsvdRequest& request, std::ostream& out, std::ostream& err);
 
+struct LuRequest {
+  std::filesystem::path input;
+  std::filesystem::path lu;      // LU.npy, A's shape and dtype
+  std::filesystem::path pivots;  // P.npy, int32
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::getrf. A singular matrix (U[i, i] exactly zero) is factored completely: its LU and P are
+// written as computed (as scipy.linalg.lu_factor returns them, with its warning), named on `err`,
+// and the exit code is exit_code::numerical. A matrix with a NaN or an Inf is written as NaN in LU
+// and 0, 1, …, n − 1 in P, named, exit_code::numerical.
+int run_lu(const LuRequest& request, std::ostream& out, std::ostream& err);
+
+struct CholeskyRequest {
+  std::filesystem::path input;
+  std::filesystem::path output;  // L.npy (U with upper), A's shape and dtype
+  bool upper = false;
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::potrf. A matrix that is not positive definite, or holds a NaN or an Inf, is written as
+// NaN, named on `err` (not positive definite: with its first failing column, from 0), and the exit
+// code is exit_code::numerical; the others are written as computed.
+int run_cholesky(const CholeskyRequest& request, std::ostream& out, std::ostream& err);
+
+enum class Assume { general, positive };
+
+struct SolveRequest {
+  std::filesystem::path a;       // A.npy
+  std::filesystem::path b;       // B.npy
+  std::filesystem::path output;  // X.npy
+  Assume assume = Assume::general;
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::gesv (general) or linalg::posv (positive: A's lower triangle, Uplo::lower). A matrix of
+// A that is singular, not positive definite, or holds a NaN or an Inf has no solution: its X is
+// written as NaN, it is named on `err`, and the exit code is exit_code::numerical. With k = 0
+// right-hand sides A is still factored (getrf / potrf), so such a matrix is still named.
+int run_solve(const SolveRequest& request, std::ostream& out, std::ostream& err);
+
 // The `linalg` subcommand group on a CLI11 app. Construct it before app.parse(); it must outlive
 // the parse (CLI11 writes the options into it).
 class LinalgCommands {
@@ -137,11 +187,18 @@ class LinalgCommands {
   CLI::App* qr_ = nullptr;
   CLI::App* svd_ = nullptr;
   CLI::App* rsvd_ = nullptr;
+  CLI::App* lu_ = nullptr;
+  CLI::App* cholesky_ = nullptr;
+  CLI::App* solve_ = nullptr;
   std::string heev_input_, heev_values_, heev_vectors_, heev_device_ = "auto", heev_uplo_ = "L";
   std::string chol_factor_, chol_update_, chol_output_, chol_sign_, chol_device_ = "auto";
   std::string qr_input_, qr_q_, qr_r_, qr_device_ = "auto";
   std::string svd_input_, svd_values_, svd_u_, svd_vh_, svd_device_ = "auto";
   std::string rsvd_input_, rsvd_values_, rsvd_u_, rsvd_vh_, rsvd_ranks_, rsvd_device_ = "auto";
+  std::string lu_input_, lu_output_, lu_pivots_, lu_device_ = "auto";
+  std::string cholesky_input_, cholesky_output_, cholesky_device_ = "auto";
+  bool cholesky_upper_ = false;
+  std::string solve_a_, solve_b_, solve_output_, solve_assume_ = "general", solve_device_ = "auto";
   RsvdRequest rsvd_request_;  // the numeric options and flags, written by CLI11
   int rsvd_rank_ = 0, rsvd_max_rank_ = 0;
   double rsvd_tolerance_ = 0;

@@ -87,6 +87,45 @@ void zgemm_(const char* ta, const char* tb, const int* m, const int* n, const in
             const covflow::linalg::cf64* alpha, const covflow::linalg::cf64* a, const int* lda,
             const covflow::linalg::cf64* b, const int* ldb, const covflow::linalg::cf64* beta,
             covflow::linalg::cf64* c, const int* ldc, std::size_t, std::size_t);
+
+void sgetrf_(const int* m, const int* n, float* a, const int* lda, int* ipiv, int* info);
+void dgetrf_(const int* m, const int* n, double* a, const int* lda, int* ipiv, int* info);
+void cgetrf_(const int* m, const int* n, covflow::linalg::cf32* a, const int* lda, int* ipiv, int* info);
+void zgetrf_(const int* m, const int* n, covflow::linalg::cf64* a, const int* lda, int* ipiv, int* info);
+
+void sgetrs_(const char* trans, const int* n, const int* nrhs, const float* a, const int* lda, const int* ipiv,
+             float* b, const int* ldb, int* info, std::size_t);
+void dgetrs_(const char* trans, const int* n, const int* nrhs, const double* a, const int* lda, const int* ipiv,
+             double* b, const int* ldb, int* info, std::size_t);
+void cgetrs_(const char* trans, const int* n, const int* nrhs, const covflow::linalg::cf32* a, const int* lda,
+             const int* ipiv, covflow::linalg::cf32* b, const int* ldb, int* info, std::size_t);
+void zgetrs_(const char* trans, const int* n, const int* nrhs, const covflow::linalg::cf64* a, const int* lda,
+             const int* ipiv, covflow::linalg::cf64* b, const int* ldb, int* info, std::size_t);
+
+void spotrf_(const char* uplo, const int* n, float* a, const int* lda, int* info, std::size_t);
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info, std::size_t);
+void cpotrf_(const char* uplo, const int* n, covflow::linalg::cf32* a, const int* lda, int* info, std::size_t);
+void zpotrf_(const char* uplo, const int* n, covflow::linalg::cf64* a, const int* lda, int* info, std::size_t);
+
+void spotrs_(const char* uplo, const int* n, const int* nrhs, const float* a, const int* lda, float* b,
+             const int* ldb, int* info, std::size_t);
+void dpotrs_(const char* uplo, const int* n, const int* nrhs, const double* a, const int* lda, double* b,
+             const int* ldb, int* info, std::size_t);
+void cpotrs_(const char* uplo, const int* n, const int* nrhs, const covflow::linalg::cf32* a, const int* lda,
+             covflow::linalg::cf32* b, const int* ldb, int* info, std::size_t);
+void zpotrs_(const char* uplo, const int* n, const int* nrhs, const covflow::linalg::cf64* a, const int* lda,
+             covflow::linalg::cf64* b, const int* ldb, int* info, std::size_t);
+
+void strtrs_(const char* uplo, const char* trans, const char* diag, const int* n, const int* nrhs, const float* a,
+             const int* lda, float* b, const int* ldb, int* info, std::size_t, std::size_t, std::size_t);
+void dtrtrs_(const char* uplo, const char* trans, const char* diag, const int* n, const int* nrhs, const double* a,
+             const int* lda, double* b, const int* ldb, int* info, std::size_t, std::size_t, std::size_t);
+void ctrtrs_(const char* uplo, const char* trans, const char* diag, const int* n, const int* nrhs,
+             const covflow::linalg::cf32* a, const int* lda, covflow::linalg::cf32* b, const int* ldb, int* info,
+             std::size_t, std::size_t, std::size_t);
+void ztrtrs_(const char* uplo, const char* trans, const char* diag, const int* n, const int* nrhs,
+             const covflow::linalg::cf64* a, const int* lda, covflow::linalg::cf64* b, const int* ldb, int* info,
+             std::size_t, std::size_t, std::size_t);
 }
 
 namespace covflow::linalg::blas {
@@ -206,6 +245,71 @@ inline void gemm(char ta, char tb, int m, int n, int k, cf32 alpha, const cf32* 
 inline void gemm(char ta, char tb, int m, int n, int k, cf64 alpha, const cf64* a, int lda, const cf64* b, int ldb,
                  cf64 beta, cf64* c, int ldc) {
   zgemm_(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc, 1, 1);
+}
+
+// LU with partial pivoting (?getrf): A = P·L·U, ipiv 1-based in LAPACK's sequential-swap form.
+// info > 0: U(info, info) is exactly zero (the factorization is still complete).
+inline void getrf(int m, int n, float* a, int lda, int* ipiv, int* info) { sgetrf_(&m, &n, a, &lda, ipiv, info); }
+inline void getrf(int m, int n, double* a, int lda, int* ipiv, int* info) { dgetrf_(&m, &n, a, &lda, ipiv, info); }
+inline void getrf(int m, int n, cf32* a, int lda, int* ipiv, int* info) { cgetrf_(&m, &n, a, &lda, ipiv, info); }
+inline void getrf(int m, int n, cf64* a, int lda, int* ipiv, int* info) { zgetrf_(&m, &n, a, &lda, ipiv, info); }
+
+// op(A)·X = B with getrf's factors (?getrs); trans 'N', 'T' or 'C' ('C' is 'T' for real T).
+inline void getrs(char trans, int n, int nrhs, const float* a, int lda, const int* ipiv, float* b, int ldb,
+                  int* info) {
+  sgetrs_(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
+}
+inline void getrs(char trans, int n, int nrhs, const double* a, int lda, const int* ipiv, double* b, int ldb,
+                  int* info) {
+  dgetrs_(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
+}
+inline void getrs(char trans, int n, int nrhs, const cf32* a, int lda, const int* ipiv, cf32* b, int ldb,
+                  int* info) {
+  cgetrs_(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
+}
+inline void getrs(char trans, int n, int nrhs, const cf64* a, int lda, const int* ipiv, cf64* b, int ldb,
+                  int* info) {
+  zgetrs_(&trans, &n, &nrhs, a, &lda, ipiv, b, &ldb, info, 1);
+}
+
+// Cholesky (?potrf): A = L·Lᴴ ('L') or Uᴴ·U ('U') on that triangle. info > 0: the leading minor of
+// order info is not positive definite.
+inline void potrf(char uplo, int n, float* a, int lda, int* info) { spotrf_(&uplo, &n, a, &lda, info, 1); }
+inline void potrf(char uplo, int n, double* a, int lda, int* info) { dpotrf_(&uplo, &n, a, &lda, info, 1); }
+inline void potrf(char uplo, int n, cf32* a, int lda, int* info) { cpotrf_(&uplo, &n, a, &lda, info, 1); }
+inline void potrf(char uplo, int n, cf64* a, int lda, int* info) { zpotrf_(&uplo, &n, a, &lda, info, 1); }
+
+// A·X = B with potrf's factor (?potrs).
+inline void potrs(char uplo, int n, int nrhs, const float* a, int lda, float* b, int ldb, int* info) {
+  spotrs_(&uplo, &n, &nrhs, a, &lda, b, &ldb, info, 1);
+}
+inline void potrs(char uplo, int n, int nrhs, const double* a, int lda, double* b, int ldb, int* info) {
+  dpotrs_(&uplo, &n, &nrhs, a, &lda, b, &ldb, info, 1);
+}
+inline void potrs(char uplo, int n, int nrhs, const cf32* a, int lda, cf32* b, int ldb, int* info) {
+  cpotrs_(&uplo, &n, &nrhs, a, &lda, b, &ldb, info, 1);
+}
+inline void potrs(char uplo, int n, int nrhs, const cf64* a, int lda, cf64* b, int ldb, int* info) {
+  zpotrs_(&uplo, &n, &nrhs, a, &lda, b, &ldb, info, 1);
+}
+
+// op(A)·X = B for triangular A (?trtrs); diag 'N' or 'U'. info > 0: A(info, info) is exactly zero
+// (non-unit diag), and B is left as it was.
+inline void trtrs(char uplo, char trans, char diag, int n, int nrhs, const float* a, int lda, float* b, int ldb,
+                  int* info) {
+  strtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, info, 1, 1, 1);
+}
+inline void trtrs(char uplo, char trans, char diag, int n, int nrhs, const double* a, int lda, double* b, int ldb,
+                  int* info) {
+  dtrtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, info, 1, 1, 1);
+}
+inline void trtrs(char uplo, char trans, char diag, int n, int nrhs, const cf32* a, int lda, cf32* b, int ldb,
+                  int* info) {
+  ctrtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, info, 1, 1, 1);
+}
+inline void trtrs(char uplo, char trans, char diag, int n, int nrhs, const cf64* a, int lda, cf64* b, int ldb,
+                  int* info) {
+  ztrtrs_(&uplo, &trans, &diag, &n, &nrhs, a, &lda, b, &ldb, info, 1, 1, 1);
 }
 
 }  // namespace covflow::linalg::blas

@@ -3,6 +3,9 @@
 // Hierarchical Matrix Compression" (Parallel Computing, 2018), §3.1, retuned for sm_90.
 //
 // geqrf, by shape (qr_cuda_device.cuh's register budget decides what fits a block):
+//   tiny    n ≤ 32 and m ≤ 128 (the fast path of the tiny-factorization issue: snapshot matrices
+//           up to 4n tall): qr_cuda_tiny.cu, the matrix in shared memory and a lane per column,
+//           several matrices per block.
 //   whole   n ≤ 32 (one panel's width) and the matrix fits one thread block's registers: one
 //           launch of factor_block_kernel (qr_cuda_factor.cu), every reflector made and applied
 //           in registers, NaN handling and info in the same kernel. E.g. 1000 × 32×32.
@@ -20,7 +23,7 @@
 //           holding all of a 64×64 complex double matrix takes a quarter of an SM's registers (few
 //           matrices in flight, each step waiting on one barrier), a 32-column panel half as
 //           much, and the trailing update waits on no barrier between reflectors.
-// COVFLOW_QR_PATH=whole|blocked and COVFLOW_QR_RPT=4|8|16|32 override these choices where they can
+// COVFLOW_QR_PATH=tiny|whole|blocked and COVFLOW_QR_RPT=4|8|16|32 override these choices where they can
 // run (for measurements).
 // ungqr: backward accumulation Q = H₁(H₂(…H_k·[I; 0])) in apply_kernel with the identity as its
 //   starting columns: one launch when the n columns fit one tile, else panel by panel from the
@@ -76,7 +79,7 @@ int forced_path() {
   static const int path = [] {
     const char* value = std::getenv("COVFLOW_QR_PATH");
     const std::string_view choice = value != nullptr ? value : "";
-    return choice == "whole" ? 1 : choice == "blocked" ? 2 : 0;
+    return choice == "whole" ? 1 : choice == "blocked" ? 2 : choice == "tiny" ? 3 : 0;
   }();
   return path;
 }
@@ -190,6 +193,12 @@ void geqrf_cuda(CudaContext& context, Batch<T> a, std::span<T> tau, std::span<in
   if (count <= 0) return;
   if (k <= 0) {
     COVFLOW_CUDA_TRY(cudaMemsetAsync(info.data(), 0, sizeof(int) * std::size_t(count), stream));
+    return;
+  }
+
+  const int path = forced_path();
+  if (qr::tiny_fits(m, n) && (path == 0 || path == 3)) {
+    qr::launch_tiny_geqrf(A, a.ld, a.stride, tau_d, info.data(), m, n, count, stream);
     return;
   }
 

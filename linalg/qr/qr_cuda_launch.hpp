@@ -97,4 +97,14 @@ void launch_poison_flagged(D* a, long long lda, long long stride, int rows, int 
 constexpr long long kMaxGridY = 65535;
 constexpr std::size_t kSharedBudget = 200 * 1024;  // dynamic shared memory a block plans for (sm_90: 227 KB)
 
+// geqrf of tiny matrices, n ≤ kTinyMaxCols columns and m ≤ kTinyMaxRows rows
+// (qr_cuda_tiny.cu): the matrix in shared memory, a lane per column, several matrices per block.
+// Writes info (0 or status::non_finite_input) for every matrix.
+inline constexpr int kTinyMaxCols = 32;
+inline constexpr int kTinyMaxRows = 128;
+bool tiny_fits(int m, int n);
+template <class D>
+void launch_tiny_geqrf(D* a, long long lda, long long stride, D* tau, int* info, int m, int n, long long count,
+                       cudaStream_t stream);
+
 }  // namespace covflow::linalg::detail::qr

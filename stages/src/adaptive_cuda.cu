@@ -1,9 +1,12 @@
 // The device side of the adaptive stage (docs/stages.md, "adaptive"): the snapshot ring, the
-// failure flags of the cholupdate calls (which adaptive_stage.cpp issues through linalg on the
-// same stream), the refactorization of the cells that need it, and the MVDR beams with their
-// SINR and null depth, packed for one copy back. The formulas are adaptive_math.hpp's, as on the
-// CPU path. Every buffer is allocated in the constructor (prepare()); nothing here allocates or
-// synchronises per frame, and all work is issued on the Exec's stream.
+// failure flags of the cholupdate calls, the window covariances of the cells to refactor and the
+// bookkeeping around linalg::potrf (which, like cholupdate and potrs, adaptive_stage.cpp issues
+// through linalg on the same stream), the right-hand sides of potrs, and the MVDR beams with their
+// SINR and null depth from potrs's solutions, packed for one copy back. The formulas are
+// adaptive_math.hpp's, as on the CPU path. Every buffer is allocated in the constructor
+// (prepare()); nothing here allocates or synchronises per frame, and all work is issued on the
+// Exec's stream. The legacy kernels (refactor_kernel, legacy_beam_kernel) serve only
+// COVFLOW_ADAPTIVE_LEGACY, a temporary switch kept to time both paths in one binary.
 #include <cuComplex.h>
 
 #include <cmath>
@@ -62,33 +65,21 @@ __global__ void collect_kernel(const int* info, int chunks, int max_cells, int c
   flagged[cell] = any;
 }
 
-// One block of 256 threads per cell; a block whose cell needs nothing returns at once (the
-// common case between periodic refactors, so the launch costs almost nothing). Otherwise, in the
-// cell's double-precision scratch S (N² complex, global memory: any N fits, and the data is L2
-// resident at the sizes this runs at):
-//   1. thread (i, j), i ≥ j, strided over the lower triangle: S_ij = Σ_window v_i·conj(v_j)
-//      (+ δ on the diagonal);
-//   2. a non-finite entry fails the cell (status::non_finite_input);
-//   3. right-looking Cholesky, column j at a time: thread 0 takes the pivot's square root, the
-//      threads scale column j below it, then update the trailing lower triangle, one element
-//      each, strided; three barriers per column;
-//   4. on success the factor is written to L in the frames' precision (strict upper zero).
-// Status, the pending flag and this frame's counts (recovered, unrecoverable) are written by
-// thread 0. Shared memory: one int.
-template <class R>
-__global__ void refactor_kernel(const typename complex_of<R>::type* ring, int columns, int n, int start, int length,
-                                double loading, int all, const int* flagged, int* pending, int* status, int* counts,
-                                double2* scratch, typename complex_of<R>::type* factors) {
-  using C = typename complex_of<R>::type;
-  const int cell = blockIdx.x;
-  if (!(all != 0 || flagged[cell] != 0 || pending[cell] != 0)) return;  // uniform across the block
-  __shared__ int fail;
-  const int tid = threadIdx.x;
+// Whether a cell is refactored this frame: all cells, or one whose update/downdate failed
+// (flagged) or whose factor is not valid yet (pending).
+__device__ inline bool needs_refactor(int cell, int all, const int* flagged, const int* pending) {
+  return all != 0 || flagged[cell] != 0 || pending[cell] != 0;
+}
+
+// The calling block's threads, strided over the lower triangle (i ≥ j) of a cell's n×n
+// double-precision slot S (column-major): S_ij = Σ_{t<length} v_i·conj(v_j) over ring columns
+// start + t (mod columns), plus δ on the diagonal, whose imaginary part is zero. The ring column
+// reads are L2 resident at the sizes this runs at; each thread sums its element alone.
+template <class C>
+__device__ void window_covariance(const C* base, int columns, int n, int start, int length, double loading,
+                                  double2* s) {
   const long long nn = static_cast<long long>(n) * n;
-  double2* s = scratch + cell * nn;
-  const C* base = ring + static_cast<long long>(cell) * columns * n;
-  if (tid == 0) fail = 0;
-  for (long long idx = tid; idx < nn; idx += blockDim.x) {
+  for (long long idx = threadIdx.x; idx < nn; idx += blockDim.x) {
     const int i = static_cast<int>(idx % n), j = static_cast<int>(idx / n);
     if (i < j) continue;
     double re = 0.0, im = 0.0;
@@ -104,6 +95,97 @@ __global__ void refactor_kernel(const typename complex_of<R>::type* ring, int co
     }
     s[idx] = double2{re, im};
   }
+}
+
+// linalg path, before potrf. One block of 256 threads per cell; a block whose cell needs nothing
+// returns at once (its slot already holds the identity, which potrf factors harmlessly), the
+// common case between periodic refactors. Otherwise window_covariance into the cell's slot.
+// No shared memory, no barrier.
+template <class R>
+__global__ void covariance_kernel(const typename complex_of<R>::type* ring, int columns, int n, int start, int length,
+                                  double loading, int all, const int* flagged, const int* pending, double2* slots) {
+  const int cell = blockIdx.x;
+  if (!needs_refactor(cell, all, flagged, pending)) return;
+  window_covariance(ring + static_cast<long long>(cell) * columns * n, columns, n, start, length, loading,
+                    slots + static_cast<long long>(cell) * n * n);
+}
+
+// linalg path, after potrf. One block of 256 threads per cell refactored this frame (the others
+// return at once), thread-strided over the n² elements: where potrf's info is 0 the factor is
+// rounded into the frames' precision (strict upper triangle zero); every element of the slot goes
+// back to the identity, so that the next frame's potrf finds one where no covariance is formed.
+// After a barrier (every thread has read pending), thread 0 turns info into the cell's status, its
+// pending flag and this frame's counts (recovered, unrecoverable) — as refactor_kernel does.
+template <class R>
+__global__ void store_kernel(const int* info, int n, int all, const int* flagged, int* pending, int* status,
+                             int* counts, double2* slots, typename complex_of<R>::type* factors) {
+  using C = typename complex_of<R>::type;
+  const int cell = blockIdx.x;
+  if (!needs_refactor(cell, all, flagged, pending)) return;  // uniform across the block
+  const int outcome = info[cell];
+  const long long nn = static_cast<long long>(n) * n;
+  double2* s = slots + cell * nn;
+  C* l = factors + cell * nn;
+  for (long long idx = threadIdx.x; idx < nn; idx += blockDim.x) {
+    const int i = static_cast<int>(idx % n), j = static_cast<int>(idx / n);
+    if (outcome == 0) l[idx] = i >= j ? C{static_cast<R>(s[idx].x), static_cast<R>(s[idx].y)} : C{R(0), R(0)};
+    s[idx] = double2{i == j ? 1.0 : 0.0, 0.0};
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    status[cell] = outcome;
+    pending[cell] = outcome != 0;
+    if (outcome != 0) atomicAdd(counts + 1, 1);
+    else if (flagged[cell] != 0) atomicAdd(counts, 1);
+  }
+}
+
+// Every slot the identity (construction: no cell's slot has held a covariance yet).
+__global__ void identity_kernel(double2* slots, long long count, int n) {
+  const long long nn = static_cast<long long>(n) * n;
+  for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; idx < count * nn;
+       idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long e = idx % nn;
+    slots[idx] = double2{e % n == e / n ? 1.0 : 0.0, 0.0};
+  }
+}
+
+// linalg path, before potrs. One thread per element (cell, look, m), grid-stride: B's column
+// (cell, look) ← the look's steering vector, rounded to the frames' type. Memory-bound, coalesced.
+template <class R>
+__global__ void steering_kernel(const Cplx* look_steering, int per_cell, long long total,
+                                typename complex_of<R>::type* solutions) {
+  for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const Cplx a = look_steering[idx % per_cell];
+    solutions[idx] = {static_cast<R>(a.re), static_cast<R>(a.im)};
+  }
+}
+
+// Legacy path only (COVFLOW_ADAPTIVE_LEGACY). One block of 256 threads per cell; a block whose
+// cell needs nothing returns at once. Otherwise, in the cell's double-precision scratch S (N²
+// complex, global memory: any N fits, and the data is L2 resident at the sizes this runs at):
+//   1. window_covariance: S's lower triangle, R = Σ v·vᴴ + δI;
+//   2. a non-finite entry fails the cell (status::non_finite_input);
+//   3. right-looking Cholesky, column j at a time: thread 0 takes the pivot's square root, the
+//      threads scale column j below it, then update the trailing lower triangle, one element
+//      each, strided; three barriers per column;
+//   4. on success the factor is written to L in the frames' precision (strict upper zero).
+// Status, the pending flag and this frame's counts (recovered, unrecoverable) are written by
+// thread 0. Shared memory: one int.
+template <class R>
+__global__ void refactor_kernel(const typename complex_of<R>::type* ring, int columns, int n, int start, int length,
+                                double loading, int all, const int* flagged, int* pending, int* status, int* counts,
+                                double2* scratch, typename complex_of<R>::type* factors) {
+  using C = typename complex_of<R>::type;
+  const int cell = blockIdx.x;
+  if (!needs_refactor(cell, all, flagged, pending)) return;  // uniform across the block
+  __shared__ int fail;
+  const int tid = threadIdx.x;
+  const long long nn = static_cast<long long>(n) * n;
+  double2* s = scratch + cell * nn;
+  if (tid == 0) fail = 0;
+  window_covariance(ring + static_cast<long long>(cell) * columns * n, columns, n, start, length, loading, s);
   __syncthreads();
   for (long long idx = tid; idx < nn; idx += blockDim.x) {
     const int i = static_cast<int>(idx % n), j = static_cast<int>(idx / n);
@@ -172,14 +254,64 @@ struct DeviceModel {
   const double* look_power;   // [looks]
 };
 
-// One thread per beam (cell, look): the two triangular solves with the cell's factor (read from
-// global memory, O(N²) per beam in double), the normalisation, the metrics against the model, all
-// written into the packed results; the look-0 thread of a cell also packs the cell's status and
-// thread 0 this frame's counts. Scratch: 2N complex per beam (y and w) in global memory.
+// The end of a beam shared by both beam kernels: the weights (NaN when they could not be formed)
+// and, against the model, the SINR and null depth (NaN without a model or weights).
+__device__ inline void write_beam(bool formed, const Cplx* w, const Cplx* a, int n, int look, long long beam,
+                                  const DeviceModel& model, float2* out_weights, float* out_sinr, float* out_null) {
+  float2* out = out_weights + beam * n;
+  out_sinr[beam] = nanf("");
+  out_null[beam] = nanf("");
+  if (!formed) {
+    for (int m = 0; m < n; ++m) out[m] = float2{nanf(""), nanf("")};
+    return;
+  }
+  for (int m = 0; m < n; ++m) out[m] = float2{static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
+  if (model.has_model == 0) return;
+  const adaptive::BeamModelView view{model.steering, model.power, model.jammer, model.emitters,
+                                     model.look_emitter[look], model.look_power[look]};
+  double sinr = 0.0, null_depth = 0.0;
+  adaptive::beam_metrics(w, a, n, view, &sinr, &null_depth);
+  out_sinr[beam] = static_cast<float>(sinr);
+  out_null[beam] = static_cast<float>(null_depth);
+}
+
+template <class C>
+struct DeviceSolution {
+  const C* z;
+  COVFLOW_HD Cplx operator()(int m) const { return {static_cast<double>(z[m].x), static_cast<double>(z[m].y)}; }
+};
+
+// One thread per beam (cell, look), after potrs: z = R⁻¹a is column `look` of the cell's block of
+// solutions (beam-major, N each), w = z / Re(aᴴz) in double (O(N) per beam), the metrics against
+// the model, all written into the packed results; the look-0 thread of a cell also packs the
+// cell's status and thread 0 this frame's counts. Scratch: N complex per beam (w) in global memory.
 template <class R>
-__global__ void beam_kernel(const typename complex_of<R>::type* factors, int cells, int n, DeviceModel model,
+__global__ void beam_kernel(const typename complex_of<R>::type* solutions, int cells, int n, DeviceModel model,
                             const int* status, const int* counts, Cplx* work, int* out_status, int* out_counts,
                             float2* out_weights, float* out_sinr, float* out_null) {
+  using C = typename complex_of<R>::type;
+  const long long beam = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (beam == 0) {
+    out_counts[0] = counts[0];
+    out_counts[1] = counts[1];
+  }
+  if (beam >= static_cast<long long>(cells) * model.looks) return;
+  const int cell = static_cast<int>(beam / model.looks), look = static_cast<int>(beam % model.looks);
+  if (look == 0) out_status[cell] = status[cell];
+  Cplx* w = work + beam * 2 * n;
+  const Cplx* a = model.look_steering + static_cast<long long>(look) * n;
+  const DeviceSolution<C> solution{solutions + beam * n};
+  const bool formed = status[cell] == 0 && adaptive::mvdr_weights_from_solution(solution, n, a, w);
+  write_beam(formed, w, a, n, look, beam, model, out_weights, out_sinr, out_null);
+}
+
+// Legacy path only (COVFLOW_ADAPTIVE_LEGACY). One thread per beam (cell, look): the two triangular
+// solves with the cell's factor (read from global memory, O(N²) per beam in double), then as
+// beam_kernel. Scratch: 2N complex per beam (y and w) in global memory.
+template <class R>
+__global__ void legacy_beam_kernel(const typename complex_of<R>::type* factors, int cells, int n, DeviceModel model,
+                                   const int* status, const int* counts, Cplx* work, int* out_status, int* out_counts,
+                                   float2* out_weights, float* out_sinr, float* out_null) {
   using C = typename complex_of<R>::type;
   const long long beam = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
   if (beam == 0) {
@@ -192,22 +324,9 @@ __global__ void beam_kernel(const typename complex_of<R>::type* factors, int cel
   Cplx* y = work + beam * 2 * n;
   Cplx* w = y + n;
   const Cplx* a = model.look_steering + static_cast<long long>(look) * n;
-  float2* out = out_weights + beam * n;
-  out_sinr[beam] = nanf("");
-  out_null[beam] = nanf("");
   const DeviceFactor<C> factor{factors + static_cast<long long>(cell) * n * n, n};
-  if (status[cell] != 0 || !adaptive::mvdr_weights(factor, n, a, y, w)) {
-    for (int m = 0; m < n; ++m) out[m] = float2{nanf(""), nanf("")};
-    return;
-  }
-  for (int m = 0; m < n; ++m) out[m] = float2{static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
-  if (model.has_model == 0) return;
-  const adaptive::BeamModelView view{model.steering, model.power, model.jammer, model.emitters,
-                                     model.look_emitter[look], model.look_power[look]};
-  double sinr = 0.0, null_depth = 0.0;
-  adaptive::beam_metrics(w, a, n, view, &sinr, &null_depth);
-  out_sinr[beam] = static_cast<float>(sinr);
-  out_null[beam] = static_cast<float>(null_depth);
+  const bool formed = status[cell] == 0 && adaptive::mvdr_weights(factor, n, a, y, w);
+  write_beam(formed, w, a, n, look, beam, model, out_weights, out_sinr, out_null);
 }
 
 template <class R>
@@ -241,6 +360,8 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     status_ = linalg::cuda::DeviceBuffer<int>(cells);
     counts_ = linalg::cuda::DeviceBuffer<int>(2);
     scratch_ = linalg::cuda::DeviceBuffer<double2>(cells * n * n);
+    refactor_info_ = linalg::cuda::DeviceBuffer<int>(cells);
+    solutions_ = linalg::cuda::DeviceBuffer<C>(std::max<std::size_t>(cells * looks * n, 1));
     work_ = linalg::cuda::DeviceBuffer<Cplx>(std::max<std::size_t>(cells * looks * 2 * n, 1));
     results_ = linalg::cuda::DeviceBuffer<std::byte>(AdaptiveLayout::of(cells, looks, n).bytes);
     ring_.fill_bytes(0, stream);
@@ -250,6 +371,11 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     status_.fill_bytes(0, stream);
     counts_.fill_bytes(0, stream);
     pending_.fill_bytes(1, stream);  // every factor is invalid until the first refactor
+    refactor_info_.fill_bytes(0, stream);
+    solutions_.fill_bytes(0, stream);
+    identity_kernel<<<blocks_for(static_cast<long long>(cells * n * n)), kThreads, 0, stream>>>(
+        scratch_.data(), static_cast<long long>(cells), params.channels);
+    COVFLOW_CHECK_LAUNCH();
 
     const BeamSetup& beams = params.beams;
     auto cplx = [](const std::vector<std::complex<double>>& v) {
@@ -301,6 +427,32 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     COVFLOW_CHECK_LAUNCH();
   }
 
+  void* refactor_matrices() override { return scratch_.data(); }
+  int* refactor_info() override { return refactor_info_.data(); }
+  void* solutions() override { return solutions_.data(); }
+
+  void form_covariance(int cells, bool all, int start, int length) override {
+    covariance_kernel<R><<<cells, kRefactorThreads, 0, context_.stream()>>>(
+        ring_.data(), params_.ring_columns, params_.channels, start, length, params_.loading, all ? 1 : 0,
+        flagged_.data(), pending_.data(), scratch_.data());
+    COVFLOW_CHECK_LAUNCH();
+  }
+
+  void store_factors(int cells, bool all) override {
+    store_kernel<R><<<cells, kRefactorThreads, 0, context_.stream()>>>(
+        refactor_info_.data(), params_.channels, all ? 1 : 0, flagged_.data(), pending_.data(), status_.data(),
+        counts_.data(), scratch_.data(), factors_.data());
+    COVFLOW_CHECK_LAUNCH();
+  }
+
+  void load_steering(int cells) override {
+    const int per_cell = params_.beams.looks * params_.channels;
+    const long long total = static_cast<long long>(cells) * per_cell;
+    steering_kernel<R><<<blocks_for(total), kThreads, 0, context_.stream()>>>(look_steering_.data(), per_cell, total,
+                                                                              solutions_.data());
+    COVFLOW_CHECK_LAUNCH();
+  }
+
   void refactor(int cells, bool all, int start, int length) override {
     refactor_kernel<R><<<cells, kRefactorThreads, 0, context_.stream()>>>(
         ring_.data(), params_.ring_columns, params_.channels, start, length, params_.loading, all ? 1 : 0,
@@ -312,11 +464,20 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     const cudaStream_t stream = context_.stream();
     std::byte* results = results_.data();
     const long long beams = static_cast<long long>(cells) * params_.beams.looks;
-    beam_kernel<R><<<static_cast<unsigned>((beams + 127) / 128), 128, 0, stream>>>(
-        factors_.data(), cells, params_.channels, model_, status_.data(), counts_.data(), work_.data(),
-        reinterpret_cast<int*>(results + layout.status), reinterpret_cast<int*>(results + layout.counts),
-        reinterpret_cast<float2*>(results + layout.weights), reinterpret_cast<float*>(results + layout.sinr),
-        reinterpret_cast<float*>(results + layout.null_depth));
+    const unsigned blocks = static_cast<unsigned>((beams + 127) / 128);
+    auto* out_status = reinterpret_cast<int*>(results + layout.status);
+    auto* out_counts = reinterpret_cast<int*>(results + layout.counts);
+    auto* out_weights = reinterpret_cast<float2*>(results + layout.weights);
+    auto* out_sinr = reinterpret_cast<float*>(results + layout.sinr);
+    auto* out_null = reinterpret_cast<float*>(results + layout.null_depth);
+    if (params_.legacy)
+      legacy_beam_kernel<R><<<blocks, 128, 0, stream>>>(factors_.data(), cells, params_.channels, model_, status_.data(),
+                                                        counts_.data(), work_.data(), out_status, out_counts,
+                                                        out_weights, out_sinr, out_null);
+    else
+      beam_kernel<R><<<blocks, 128, 0, stream>>>(solutions_.data(), cells, params_.channels, model_, status_.data(),
+                                                 counts_.data(), work_.data(), out_status, out_counts, out_weights,
+                                                 out_sinr, out_null);
     COVFLOW_CHECK_LAUNCH();
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(host_staging, results, layout.bytes, cudaMemcpyDeviceToHost, stream));
   }
@@ -339,8 +500,9 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
   linalg::CudaContext& context_;
   AdaptiveDeviceParams params_;
   linalg::cuda::DeviceBuffer<C> ring_, factors_;
-  linalg::cuda::DeviceBuffer<int> info_, flagged_, pending_, status_, counts_;
-  linalg::cuda::DeviceBuffer<double2> scratch_;
+  linalg::cuda::DeviceBuffer<int> info_, flagged_, pending_, status_, counts_, refactor_info_;
+  linalg::cuda::DeviceBuffer<double2> scratch_;  // legacy: refactor_kernel's scratch; linalg: potrf's slots
+  linalg::cuda::DeviceBuffer<C> solutions_;      // potrs's B: [max_cells × looks × N]
   linalg::cuda::DeviceBuffer<Cplx> work_;
   linalg::cuda::DeviceBuffer<std::byte> results_;
   linalg::cuda::DeviceBuffer<Cplx> look_steering_, emitter_steering_;

@@ -55,6 +55,9 @@ struct AdaptiveDeviceParams {
   int ring_columns = 0;  // per cell
   int max_chunks = 0;    // cholupdate calls per frame, at most (one info array each)
   double loading = 0.0;  // δ
+  // COVFLOW_ADAPTIVE_LEGACY (temporary, for timing; removed with it): refactor() and the
+  // hand-written solves of beamform() instead of the linalg path's buffers and kernels.
+  bool legacy = false;
   BeamSetup beams;
 };
 
@@ -73,11 +76,31 @@ class AdaptiveDeviceLane {
                                double scale) = 0;
   // Flags the cells whose info in the first `chunks` chunk arrays is nonzero.
   virtual void collect_failures(int chunks, int cells) = 0;
-  // Refactors every cell (all) or the flagged and pending ones from the window: ring columns
-  // start … start+length−1 (mod ring_columns), R = Σ v·vᴴ + δI. Sets each cell's status.
+
+  // linalg path. A frame's refactor and solve, around the linalg calls that adaptive_stage.cpp
+  // issues on the same stream:
+  //   form_covariance  for every cell to refactor (all, or flagged or pending), the window's
+  //                    R = Σ v·vᴴ + δI over ring columns start … start+length−1 (mod ring_columns)
+  //                    in double into its slot of refactor_matrices(), lower triangle; the other
+  //                    cells' slots hold the identity;
+  //   (linalg::potrf<cf64>, lower, on refactor_matrices() with refactor_info(), every cell)
+  //   store_factors    for the same cells: potrf's info becomes the cell's status and counts, a
+  //                    formed factor is rounded into factors(); the slot goes back to the identity;
+  //   load_steering    every look's steering vector into each cell's columns of solutions();
+  //   (linalg::potrs<T>, lower, factors() against solutions(): z = R⁻¹a per cell and look)
+  //   beamform         the weights from z.
+  virtual void* refactor_matrices() = 0;  // [max_cells × N × N] complex double
+  virtual int* refactor_info() = 0;       // [max_cells]
+  virtual void* solutions() = 0;          // [max_cells × N × looks] of the frames' type
+  virtual void form_covariance(int cells, bool all, int start, int length) = 0;
+  virtual void store_factors(int cells, bool all) = 0;
+  virtual void load_steering(int cells) = 0;
+  // Legacy path only: refactors every cell (all) or the flagged and pending ones from the window
+  // in one hand-written kernel (R as form_covariance, Cholesky in place). Sets each cell's status.
   virtual void refactor(int cells, bool all, int start, int length) = 0;
   // Weights, SINR and null depth of every cell and look, packed as `layout` says and copied
-  // asynchronously into `host_staging` (pinned, layout.bytes).
+  // asynchronously into `host_staging` (pinned, layout.bytes). The weights come from
+  // solutions() (legacy path: from two triangular solves with factors()).
   virtual void beamform(int cells, const AdaptiveLayout& layout, void* host_staging) = 0;
   // Marks every cell as needing a refactor (a fresh window) and its status unknown.
   virtual void reset() = 0;

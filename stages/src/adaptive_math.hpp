@@ -1,7 +1,7 @@
 // Internal: the scalar mathematics of the adaptive stage, shared by its CPU path and its CUDA
-// kernels (host and device code alike, in double precision whatever the frames' type):
-// MVDR weights from a lower Cholesky factor by two triangular solves, and the beam's SINR and
-// null depth against the scenario's model. docs/stages.md, "adaptive", derives each formula.
+// kernels (host and device code alike, in double precision whatever the frames' type): MVDR
+// weights from the solution z = R⁻¹a of linalg::potrs, and the beam's SINR and null depth against
+// the scenario's model. docs/stages.md, "adaptive", derives each formula.
 #pragma once
 
 #include <cmath>
@@ -20,6 +20,31 @@ COVFLOW_HD inline Cplx scaled(Cplx a, double s) { return {a.re * s, a.im * s}; }
 COVFLOW_HD inline Cplx conj(Cplx a) { return {a.re, -a.im}; }
 COVFLOW_HD inline double norm2(Cplx a) { return a.re * a.re + a.im * a.im; }
 
+// w = z / (aᴴz) from z = R⁻¹a (one column of linalg::potrs's solution with the look's steering
+// vector a as right-hand side). In exact arithmetic aᴴz = aᴴR⁻¹a is real and positive (R is
+// Hermitian positive definite); its computed imaginary part is rounding and is dropped:
+//   gain = Re(aᴴz) = Σ_m Re(conj(a_m)·z_m),   w = z / gain,   so Re(wᴴa) = 1 and wᴴa = 1 + O(ε·κ).
+// `solution(m)` returns z_m. False when gain is not positive and finite (w untouched) — z solved
+// with a factor that is not one — or when a weight is not finite.
+template <class Solution>
+COVFLOW_HD bool mvdr_weights_from_solution(const Solution& solution, int n, const Cplx* a, Cplx* w) {
+  double gain = 0.0;
+  for (int m = 0; m < n; ++m) {
+    const Cplx z = solution(m);
+    gain += a[m].re * z.re + a[m].im * z.im;  // Re(conj(a_m)·z_m)
+  }
+  if (!(gain > 0.0) || !music::is_finite(gain)) return false;
+  const double inverse = 1.0 / gain;
+  bool finite = true;
+  for (int m = 0; m < n; ++m) {
+    w[m] = scaled(solution(m), inverse);
+    finite = finite && music::is_finite(w[m].re) && music::is_finite(w[m].im);
+  }
+  return finite;
+}
+
+// The legacy path's weights (COVFLOW_ADAPTIVE_LEGACY=1; kept only to time it against the linalg
+// path in one binary, removed with that switch): the same w by two hand-written triangular solves.
 // w = R⁻¹a / (aᴴR⁻¹a) with R = L·Lᴴ, L lower triangular with a real positive diagonal:
 //   forward   L·y = a          y_i = (a_i − Σ_{j<i} L_ij·y_j) / L_ii
 //   backward  Lᴴ·z = y         z_i = (y_i − Σ_{j>i} conj(L_ji)·z_j) / L_ii

@@ -1,10 +1,11 @@
 // The adaptive stage (docs/stages.md, "adaptive"): sliding-window Cholesky factors kept current by
 // linalg::cholupdate (C. Walder, "Rank k Cholesky Up/Down-dating on the GPU: gpucholmodV0.2", 2010,
-// Algorithm 1 and §2's downdate), MVDR weights by two triangular solves, SINR and null depth
-// against the scenario's model. This file holds the window bookkeeping (the same on both paths: it
-// depends only on the frames' dimensions, so the host never waits for the device to know what to
-// do) and the CPU path; adaptive_cuda.cu holds the device kernels, which follow the same formulas
-// (adaptive_math.hpp).
+// Algorithm 1 and §2's downdate), refactored from the window by linalg::potrf, MVDR weights from
+// one linalg::potrs per frame with every look of every cell as a right-hand side, SINR and null
+// depth against the scenario's model. This file holds the window bookkeeping (the same on both
+// paths: it depends only on the frames' dimensions, so the host never waits for the device to know
+// what to do), the linalg calls of both paths and the CPU path; adaptive_cuda.cu holds the device
+// kernels, which follow the same formulas (adaptive_math.hpp).
 //
 // Per frame of K snapshots, with the window holding `filled` of at most W:
 //   - a fresh window (first frame, a change of the cell count) or K ≥ W: the newest min(K, W)
@@ -25,14 +26,17 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
+#include <string_view>
 
 #include "adaptive_device.hpp"
 #include "adaptive_math.hpp"
 #include "covflow/linalg/cholupdate.hpp"
+#include "covflow/linalg/solve.hpp"
 #include "covflow/pipeline/logging.hpp"
 #include "covflow/stages/scenario.hpp"
 #include "frame_checks.hpp"
@@ -55,6 +59,15 @@ namespace {
 
 constexpr std::size_t kDescriptorBytes = 256;
 
+// COVFLOW_ADAPTIVE_LEGACY=1 (anything but empty or 0) selects the stage's former hand-written
+// Cholesky factorisation and triangular solves instead of linalg::potrf / potrs. TEMPORARY: it
+// exists only so that covflow-bench adaptive can time both paths in one binary, and goes with the
+// legacy code in the next commit. Read once per lane, by prepare().
+bool legacy_selected() {
+  const char* value = std::getenv("COVFLOW_ADAPTIVE_LEGACY");
+  return value != nullptr && value[0] != '\0' && std::string_view(value) != "0";
+}
+
 // Splits ring columns position … position+count−1 (mod columns) into pieces of at most `rank`
 // columns that do not wrap, and calls f(first_column, width) for each.
 template <class F>
@@ -67,8 +80,9 @@ void for_each_chunk(std::int64_t position, std::int64_t count, std::int64_t colu
   }
 }
 
-// Lower Cholesky factor of the Hermitian n×n matrix in `a` (column-major; lower triangle read),
-// in place, left-looking, in double: 0, or the 1-based column whose pivot is not positive.
+// Legacy path only (COVFLOW_ADAPTIVE_LEGACY): lower Cholesky factor of the Hermitian n×n matrix in
+// `a` (column-major; lower triangle read), in place, left-looking, in double: 0, or the 1-based
+// column whose pivot is not positive.
 int cholesky_lower(Cplx* a, int n) {
   for (int j = 0; j < n; ++j) {
     double d = a[j + j * n].re;
@@ -85,6 +99,7 @@ int cholesky_lower(Cplx* a, int n) {
   return 0;
 }
 
+// Legacy path only: L_ij of a factor stored in the frames' type, for adaptive::mvdr_weights.
 template <class T>
 struct HostFactor {
   const T* l;
@@ -137,6 +152,7 @@ std::vector<Cplx> to_cplx(const std::vector<std::complex<double>>& v) {
 struct AdaptiveStage::Lane {
   pipeline::FrameShape shape;
   bool cuda = false;
+  bool legacy = false;  // COVFLOW_ADAPTIVE_LEGACY at prepare() (temporary: see legacy_selected)
   int n = 0;
   std::int64_t columns = 0;  // ring columns per cell
   std::int64_t rank = 1;     // columns per cholupdate call
@@ -158,8 +174,15 @@ struct AdaptiveStage::Lane {
   std::vector<int> pending;   // [cells]: the factor is not valid (refactor next frame)
   std::vector<int> status;    // [cells]: 0, or why the factor could not be formed
   std::vector<int> outcome;   // [cells]: this frame: 0 untouched/ok, 1 recovered, 2 unrecoverable
-  std::vector<Cplx> work;     // per worker: N² (refactor) or 2N (beams)
+  std::vector<Cplx> work;     // per worker: N² (legacy refactor) or 2N (beams)
   std::vector<Cplx> look_steering, emitter_steering;
+  // linalg path: the window covariances of the cells refactored this frame, packed in the order
+  // of refactor_cells, for potrf in double; potrf's info; the right-hand sides of potrs (every
+  // look of every cell, cells × N × L of the frames' type), overwritten by z = R⁻¹a.
+  std::vector<cf64> refactor_matrices;     // [cells × N × N]
+  std::vector<std::uint32_t> refactor_cells;  // [cells]: the first `count` are this frame's
+  std::vector<int> refactor_info;          // [cells]
+  std::vector<std::byte> solutions;        // [cells × N × L] of T
 
 #if COVFLOW_HAS_CUDA
   std::unique_ptr<detail::AdaptiveDeviceLane> device;
@@ -236,6 +259,12 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   auto state = std::make_unique<Lane>();
   state->shape = shape;
   state->cuda = exec.is_cuda();
+  state->legacy = legacy_selected();
+  static std::atomic<bool> told_legacy{false};
+  if (state->legacy && !told_legacy.exchange(true))
+    pipeline::logger("stages")->info(
+        "adaptive: COVFLOW_ADAPTIVE_LEGACY is set: hand-written Cholesky and triangular solves instead of "
+        "linalg::potrf/potrs (a temporary switch, for timing)");
   state->n = static_cast<int>(shape.channels);
   state->columns = ring_columns(shape);
   state->rank = settings_.config.update_rank;
@@ -248,8 +277,17 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   const std::size_t ring_bytes = cells * std::size_t(state->columns) * n * e;
   const std::size_t factor_bytes = cells * n * n * e;
   const bool single = shape.element_type == replay::ElementType::cf32;
-  exec.workspace().reserve(single ? linalg::cholupdate_workspace<cf32>(exec, state->n, state->rank, cells)
-                                  : linalg::cholupdate_workspace<cf64>(exec, state->n, state->rank, cells));
+  const std::int64_t looks = static_cast<std::int64_t>(shape.looks);
+  // One arena serves every call of a frame, one after another: the largest of their needs. The
+  // refactor's potrf runs in double whatever the frames' type; potrs in the factors' type.
+  std::size_t workspace = single ? linalg::cholupdate_workspace<cf32>(exec, state->n, state->rank, cells)
+                                 : linalg::cholupdate_workspace<cf64>(exec, state->n, state->rank, cells);
+  if (!state->legacy) {
+    workspace = std::max(workspace, linalg::potrf_workspace<cf64>(exec, state->n, cells));
+    workspace = std::max(workspace, single ? linalg::potrs_workspace<cf32>(exec, state->n, looks, cells)
+                                           : linalg::potrs_workspace<cf64>(exec, state->n, looks, cells));
+  }
+  exec.workspace().reserve(workspace);
   if (state->cuda) {
 #if COVFLOW_HAS_CUDA
     detail::AdaptiveDeviceParams params;
@@ -259,6 +297,7 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     params.ring_columns = static_cast<int>(state->columns);
     params.max_chunks = state->max_chunks;
     params.loading = settings_.config.diagonal_loading;
+    params.legacy = state->legacy;
     params.beams = state->beams;
     state->device = detail::make_adaptive_device_lane(exec.cuda_context(), params);
     const std::size_t staging = kDescriptorBytes + detail::AdaptiveLayout::of(cells, shape.looks, n).bytes;
@@ -278,6 +317,12 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     state->work.assign(std::size_t(exec.pool().size()) * std::max(n * n, 2 * n), Cplx{0.0, 0.0});
     state->look_steering = to_cplx(state->beams.look_steering);
     state->emitter_steering = to_cplx(state->beams.emitter_steering);
+    if (!state->legacy) {
+      state->refactor_matrices.assign(cells * n * n, cf64(0.0, 0.0));
+      state->refactor_cells.assign(cells, 0);
+      state->refactor_info.assign(cells, 0);
+      state->solutions.assign(cells * n * shape.looks * e, std::byte{0});
+    }
   }
   lanes_.set(exec, std::move(state));
 }
@@ -299,8 +344,12 @@ void AdaptiveStage::count_failures(Lane& state, std::uint64_t sequence, std::uin
 namespace {
 
 // The CPU lane's refactorization and beams of one frame (adaptive_math.hpp's formulas).
+//
+// Legacy path (COVFLOW_ADAPTIVE_LEGACY; removed with that switch): per cell, R summed and
+// factored by cholesky_lower in a worker's scratch, the beams by mvdr_weights's two solves.
 template <class T>
-void refactor_cpu(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells, bool all, double loading) {
+void refactor_cpu_legacy(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells, bool all,
+                         double loading) {
   const int n = s.n;
   const T* ring = reinterpret_cast<const T*>(s.ring.data());
   T* factors = reinterpret_cast<T*>(s.factors.data());
@@ -342,7 +391,8 @@ void refactor_cpu(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_
 }
 
 template <class T>
-void beams_cpu(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells, pipeline::FrameResults& results) {
+void beams_cpu_legacy(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells,
+                      pipeline::FrameResults& results) {
   const int n = s.n;
   const std::size_t looks = s.beams.looks;
   const T* factors = reinterpret_cast<const T*>(s.factors.data());
@@ -359,6 +409,111 @@ void beams_cpu(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t c
       results.null_depth_db[beam] = nan;
       const Cplx* a = s.look_steering.data() + look * n;
       if (s.status[cell] != 0 || !adaptive::mvdr_weights(factor, n, a, y, w)) {
+        std::fill(out, out + n, std::complex<float>(nan, nan));
+        continue;
+      }
+      for (int m = 0; m < n; ++m) out[m] = {static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
+      if (!s.beams.has_model) continue;
+      const adaptive::BeamModelView model{s.emitter_steering.data(), s.beams.emitter_power.data(),
+                                          s.beams.emitter_jammer.data(), static_cast<int>(s.beams.emitter_power.size()),
+                                          s.beams.look_emitter[look], s.beams.look_power[look]};
+      double sinr = 0.0, null_depth = 0.0;
+      adaptive::beam_metrics(w, a, n, model, &sinr, &null_depth);
+      results.sinr_db[beam] = static_cast<float>(sinr);
+      results.null_depth_db[beam] = static_cast<float>(null_depth);
+    }
+    if (s.status[cell] != 0 && results.cell_status[cell] == 0) results.cell_status[cell] = s.status[cell];
+  });
+}
+
+// linalg path. The cells to refactor this frame (every cell, or those whose update/downdate failed
+// or whose factor is not valid yet) are packed; each one's window covariance
+//   R = Σ_window v·vᴴ + δ·I    (lower triangle, summed in double from the ring)
+// goes into its slot of the packed batch, one linalg::potrf<cf64> (lower) factors them all, and
+// the cells whose factor was formed get it rounded to the frames' type (strict upper triangle
+// zero). potrf's info is the cell's status: the 1-based failing minor, or non_finite_input for a
+// NaN or Inf in R. A cell that fails keeps its former factor, unused while its status is set.
+template <class T>
+void refactor_cpu(linalg::Exec& exec, AdaptiveStage::Lane& s, std::uint32_t cells, bool all, double loading) {
+  const int n = s.n;
+  const std::size_t nn = std::size_t(n) * n;
+  std::size_t count = 0;
+  for (std::uint32_t cell = 0; cell < cells; ++cell) {
+    s.outcome[cell] = 0;
+    if (all || s.flagged[cell] != 0 || s.pending[cell] != 0) s.refactor_cells[count++] = cell;
+  }
+  if (count == 0) return;
+  const T* ring = reinterpret_cast<const T*>(s.ring.data());
+  T* factors = reinterpret_cast<T*>(s.factors.data());
+  linalg::ThreadPool& pool = exec.pool();
+  pool.parallel_for(count, [&](std::size_t slot, unsigned) {
+    const std::size_t cell = s.refactor_cells[slot];
+    cf64* r = s.refactor_matrices.data() + slot * nn;
+    for (int j = 0; j < n; ++j) std::fill(r + j * n + j, r + (j + 1) * n, cf64(0.0, 0.0));
+    const T* base = ring + cell * std::size_t(s.columns) * n;
+    for (std::int64_t t = 0; t < s.filled; ++t) {
+      const T* v = base + ((s.start + t) % s.columns) * n;
+      for (int j = 0; j < n; ++j) {
+        const double br = v[j].real(), bi = v[j].imag();
+        for (int i = j; i < n; ++i) {
+          const double ar = v[i].real(), ai = v[i].imag();
+          r[i + j * n] += cf64(ar * br + ai * bi, ai * br - ar * bi);  // v_i·conj(v_j)
+        }
+      }
+    }
+    for (int j = 0; j < n; ++j) r[j + j * n] = cf64(r[j + j * n].real() + loading, 0.0);
+  });
+  const auto packed = linalg::Batch<cf64>::packed(s.refactor_matrices.data(), n, n, std::int64_t(count));
+  linalg::potrf<cf64>(exec, linalg::Uplo::lower, packed, std::span<int>(s.refactor_info.data(), count));
+  pool.parallel_for(count, [&](std::size_t slot, unsigned) {
+    const std::size_t cell = s.refactor_cells[slot];
+    const int info = s.refactor_info[slot];
+    if (info == 0) {
+      const cf64* r = s.refactor_matrices.data() + slot * nn;
+      T* l = factors + cell * nn;
+      using R = linalg::real_t<T>;
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i)
+          l[i + j * n] = i >= j ? T(static_cast<R>(r[i + j * n].real()), static_cast<R>(r[i + j * n].imag())) : T(0);
+    }
+    s.outcome[cell] = info != 0 ? 2 : (s.flagged[cell] != 0 ? 1 : 0);
+    s.status[cell] = info;
+    s.pending[cell] = info != 0 ? 1 : 0;
+  });
+}
+
+// linalg path. B = cells × (N × L), each cell's columns the looks' steering vectors, solved in one
+// linalg::potrs<T> with the cells' factors: column l of cell c becomes z = R_c⁻¹·a_l, from which
+// adaptive::mvdr_weights_from_solution forms w = z / Re(aᴴz). Cells with a nonzero status are
+// solved too (with a factor that is not theirs) and their results ignored: NaN weights.
+template <class T>
+void beams_cpu(linalg::Exec& exec, AdaptiveStage::Lane& s, std::uint32_t cells, pipeline::FrameResults& results) {
+  const int n = s.n;
+  const std::size_t looks = s.beams.looks, per_cell = looks * n;
+  const T* factors = reinterpret_cast<const T*>(s.factors.data());
+  T* solutions = reinterpret_cast<T*>(s.solutions.data());
+  linalg::ThreadPool& pool = exec.pool();
+  using R = linalg::real_t<T>;
+  pool.parallel_for(cells, [&](std::size_t cell, unsigned) {
+    T* b = solutions + cell * per_cell;
+    for (std::size_t i = 0; i < per_cell; ++i)
+      b[i] = T(static_cast<R>(s.look_steering[i].re), static_cast<R>(s.look_steering[i].im));
+  });
+  linalg::potrs<T>(exec, linalg::Uplo::lower, linalg::Batch<const T>::packed(factors, n, n, cells),
+                   linalg::Batch<T>::packed(solutions, n, std::int64_t(looks), cells));
+  const std::size_t per_worker = s.work.size() / pool.size();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  pool.parallel_for(cells, [&](std::size_t cell, unsigned worker) {
+    Cplx* w = s.work.data() + worker * per_worker;
+    for (std::size_t look = 0; look < looks; ++look) {
+      const std::size_t beam = cell * looks + look;
+      std::complex<float>* out = results.weights.data() + beam * n;
+      results.sinr_db[beam] = nan;
+      results.null_depth_db[beam] = nan;
+      const Cplx* a = s.look_steering.data() + look * n;
+      const T* z = solutions + beam * n;
+      const auto solution = [z](int m) { return Cplx{static_cast<double>(z[m].real()), static_cast<double>(z[m].imag())}; };
+      if (s.status[cell] != 0 || !adaptive::mvdr_weights_from_solution(solution, n, a, w)) {
         std::fill(out, out + n, std::complex<float>(nan, nan));
         continue;
       }
@@ -502,12 +657,33 @@ void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
 
     if (state.cuda) {
 #if COVFLOW_HAS_CUDA
-      state.device->refactor(static_cast<int>(cells), all, static_cast<int>(state.start), static_cast<int>(state.filled));
+      detail::AdaptiveDeviceLane& device = *state.device;
+      const int start = static_cast<int>(state.start), length = static_cast<int>(state.filled);
+      if (state.legacy) {
+        device.refactor(static_cast<int>(cells), all, start, length);
+        return;
+      }
+      // Every cell goes through potrf: one that needs no refactor holds the identity in its slot
+      // (factored harmlessly, its info ignored), since which cells failed an update is known on
+      // the device only. Then the looks' steering vectors into B and one potrs with the factors.
+      device.form_covariance(static_cast<int>(cells), all, start, length);
+      linalg::potrf<cf64>(exec, linalg::Uplo::lower,
+                          linalg::Batch<cf64>::packed(static_cast<cf64*>(device.refactor_matrices()), n, n, cells),
+                          std::span<int>(device.refactor_info(), cells));
+      device.store_factors(static_cast<int>(cells), all);
+      device.load_steering(static_cast<int>(cells));
+      linalg::potrs<T>(exec, linalg::Uplo::lower, linalg::Batch<const T>::packed(factors, n, n, cells),
+                       linalg::Batch<T>::packed(static_cast<T*>(device.solutions()), n, std::int64_t(looks), cells));
 #endif
       return;
     }
-    refactor_cpu<T>(exec.pool(), state, cells, all, settings_.config.diagonal_loading);
-    beams_cpu<T>(exec.pool(), state, cells, results);
+    if (state.legacy) {
+      refactor_cpu_legacy<T>(exec.pool(), state, cells, all, settings_.config.diagonal_loading);
+      beams_cpu_legacy<T>(exec.pool(), state, cells, results);
+    } else {
+      refactor_cpu<T>(exec, state, cells, all, settings_.config.diagonal_loading);
+      beams_cpu<T>(exec, state, cells, results);
+    }
     results.cells = cells;
     std::uint32_t recovered = 0, unrecoverable = 0;
     for (std::uint32_t c = 0; c < cells; ++c) {

@@ -23,10 +23,8 @@
 
 namespace covflow::linalg {
 
-// Which side of C the orthogonal factor multiplies, and whether it is conjugate-transposed
-// (transposed for real T).
-enum class Side : char { left = 'L', right = 'R' };
-enum class Op : char { none = 'N', conj_trans = 'C' };
+// Side and Op (types.hpp): which side of C the orthogonal factor multiplies, and whether it is
+// conjugate-transposed (transposed for real T); unmqr takes Op::none and Op::conj_trans.
 
 // a:    count × (m × n), any m and n. Overwritten with R (upper triangle, min(m, n) × n) and the
 //       reflectors below the diagonal.

@@ -58,6 +58,11 @@ constexpr std::size_t size_of(ElementType type) {
 // Which triangle of a Hermitian/symmetric matrix an operation reads or writes.
 enum class Uplo : char { lower = 'L', upper = 'U' };
 
+// Which side of another matrix a factor multiplies, and how it is applied: as is, transposed, or
+// conjugate-transposed (LAPACK's 'N', 'T', 'C'; for real T, trans and conj_trans agree).
+enum class Side : char { left = 'L', right = 'R' };
+enum class Op : char { none = 'N', trans = 'T', conj_trans = 'C' };
+
 // Per-matrix status written by batched operations (LAPACK's `info` convention extended):
 // 0 success; > 0 an operation-specific index (failing column, unconverged count);
 // negative values are the codes below.

@@ -1,9 +1,11 @@
 // The adaptive stage: per cell, the lower Cholesky factor L of the covariance of a sliding window
 // of the last W snapshots, kept across frames by rank-k updates (new snapshots) and downdates
 // (snapshots leaving the window) with linalg::cholupdate, refactored from the window periodically
-// and whenever an update or downdate fails; MVDR weights for the configured look directions by two
-// triangular solves with L; output SINR and null depth against the scenario's model
-// (docs/stages.md, "adaptive").
+// and whenever an update or downdate fails (linalg::potrf on the window's covariance, in double);
+// MVDR weights for the configured look directions from one linalg::potrs per frame with every look
+// of every cell as a right-hand side; output SINR and null depth against the scenario's model
+// (docs/stages.md, "adaptive"). COVFLOW_ADAPTIVE_LEGACY=1, read by prepare(), selects the former
+// hand-written factorisation and solves instead — temporary, to time both in one binary.
 //
 //   R = (1/W)·Σ_{window} x·xᴴ + δ·I        (δ: diagonal_loading, in units of the noise power per
 //                                          element, which is 1 in the scenario's model)
@@ -67,7 +69,8 @@ class AdaptiveStage final : public pipeline::Stage {
   bool degradable() const override { return settings_.config.degradable; }
   double budget_ms() const override { return settings_.config.budget_ms; }
 
-  // Allocates this lane's ring, factors and buffers and reserves cholupdate's workspace. Throws
+  // Allocates this lane's ring, factors and buffers and reserves the workspace of cholupdate,
+  // potrf and potrs (a frame never allocates). Throws
   // std::invalid_argument when the shape's look count differs from the settings'. A second
   // prepare() on the same lane (a reload) starts the window afresh.
   void prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) override;

@@ -1,0 +1,154 @@
+// The non-template half of linalg_cli_support.hpp.
+#include "common/linalg_cli_support.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <system_error>
+
+namespace covflow::cli::detail {
+namespace {
+
+int exit_code_for(const io::NpyError& error) {
+  switch (error.kind()) {
+    case io::NpyError::Kind::io: return exit_code::io;
+    case io::NpyError::Kind::damaged:
+    case io::NpyError::Kind::unsupported: return exit_code::input_damaged;
+    case io::NpyError::Kind::argument: return exit_code::internal_error;
+  }
+  return exit_code::internal_error;
+}
+
+}  // namespace
+
+void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
+
+io::NpyArray load(const path& file) {
+  try {
+    return io::read_npy(file);
+  } catch (const io::NpyError& e) {
+    fail(exit_code_for(e), e.what());
+  }
+}
+
+void store(const path& file, const io::NpyArray& array) {
+  try {
+    io::write_npy(file, array);
+  } catch (const io::NpyError& e) {
+    fail(exit_code_for(e), e.what());
+  }
+}
+
+std::string describe(const io::NpyArray& array) {
+  return io::format_shape(array.shape) + " " + std::string(io::numpy_name(array.dtype));
+}
+
+Stack stack_of(const io::NpyArray& array, const path& file, const char* expected) {
+  const auto& shape = array.shape;
+  if (shape.size() != 2 && shape.size() != 3)
+    fail(exit_code::input_damaged, file.string() + ": expected " + expected + ", got shape " + describe(array) +
+                                       " (" + std::to_string(shape.size()) + " dimensions)");
+  Stack stack;
+  stack.batched = shape.size() == 3;
+  stack.count = stack.batched ? shape[0] : 1;
+  stack.rows = shape[shape.size() - 2];
+  stack.cols = shape[shape.size() - 1];
+  if (stack.count > kMaxBatchCount)
+    fail(exit_code::input_damaged, file.string() + ": shape " + describe(array) + " holds " +
+                                       std::to_string(stack.count) + " matrices, more than the " +
+                                       std::to_string(kMaxBatchCount) + " a batch may hold");
+  // BLAS/LAPACK take 32-bit dimensions; anything near that is no matrix a file of ours holds.
+  if (stack.rows > std::uint64_t(std::numeric_limits<int>::max()) ||
+      stack.cols > std::uint64_t(std::numeric_limits<int>::max()))
+    fail(exit_code::input_damaged, file.string() + ": matrices of shape " + describe(array) +
+                                       " exceed the 32-bit dimensions of BLAS/LAPACK");
+  return stack;
+}
+
+const char* device_name(la::Backend backend) { return backend == la::Backend::cuda ? "cuda" : "cpu"; }
+
+std::string index_list(const std::vector<std::uint64_t>& indices) {
+  constexpr std::size_t limit = 32;
+  std::string out;
+  for (std::size_t i = 0; i < indices.size() && i < limit; ++i) out += (i ? ", " : "") + std::to_string(indices[i]);
+  if (indices.size() > limit) out += ", ... (" + std::to_string(indices.size() - limit) + " more)";
+  return out;
+}
+
+void FailedMatrices::add(std::uint64_t index, const std::string& reason) {
+  ++count;
+  auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& f) { return f.first == reason; });
+  if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {reason, {}});
+  it->second.push_back(index);
+}
+
+int FailedMatrices::report(std::ostream& err, const std::string& command, const path& input, const Stack& s,
+                           const std::string& written) const {
+  if (count == 0) return exit_code::ok;
+  err << command << ": " << input.string() << ": ";
+  if (s.batched) {
+    err << count << " of " << s.count << (s.count == 1 ? " matrix" : " matrices") << " failed, written as NaN in "
+        << written << ":";
+    const char* separator = " ";
+    for (const auto& [reason, indices] : by_reason) {
+      err << separator << (indices.size() == 1 ? "matrix " : "matrices ") << index_list(indices) << " (" << reason
+          << ")";
+      separator = "; ";
+    }
+  } else {
+    err << "the matrix failed (" << by_reason.front().first << "), written as NaN in " << written;
+  }
+  err << "\n";
+  return exit_code::numerical;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : (i + 1 == items.size() ? " and " : ", ")) + items[i];
+  return out;
+}
+
+std::string status_reason(int status) {
+  if (status == la::status::non_finite_input) return "NaN or Inf in the matrix";
+  if (status == la::status::no_convergence) return "no convergence";
+  if (status == kUnwritten) return "not computed (info never written)";
+  return "info " + std::to_string(status);
+}
+
+std::string matrices_phrase(const Stack& s) {
+  return (s.batched ? std::to_string(s.count) + " matrices " : std::string("one matrix ")) + std::to_string(s.rows) +
+         "×" + std::to_string(s.cols);
+}
+
+// numpy.save's header for float32 of the same shape with the descr changed (the same length, so
+// the padding still ends the header on a 64-byte boundary), then the values, little-endian as on
+// every host covflow runs on.
+void store_int32(const path& file, const std::vector<std::uint64_t>& shape, const std::vector<std::int32_t>& values) {
+  std::string header = io::npy_header(io::NpyDtype::float32, shape, false);
+  header.replace(header.find("'<f4'"), 5, "'<i4'");
+  std::FILE* stream = std::fopen(file.c_str(), "wb");
+  if (stream == nullptr) fail(exit_code::io, file.string() + ": cannot create: " + std::strerror(errno));
+  const std::size_t data_bytes = values.size() * sizeof(std::int32_t);
+  const bool written = std::fwrite(header.data(), 1, header.size(), stream) == header.size() &&
+                 (values.empty() || std::fwrite(values.data(), 1, data_bytes, stream) == data_bytes);
+  const std::string reason = written ? std::string() : std::strerror(errno);
+  const bool closed = std::fclose(stream) == 0;
+  if (!written || !closed) {
+    // A file cut short by a full disk must not be left to pass for a result.
+    const std::string why =
+        written ? std::string("write error on close: ") + std::strerror(errno) : "write error: " + reason;
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    fail(exit_code::io, file.string() + ": " + why);
+  }
+}
+
+DeviceChoice parse_device(const std::string& text) {
+  if (text == "cpu") return DeviceChoice::cpu;
+  if (text == "cuda") return DeviceChoice::cuda;
+  return DeviceChoice::automatic;
+}
+
+}  // namespace covflow::cli::detail
