@@ -4,11 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <complex>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -37,29 +35,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using cd = std::complex<double>;
 
-constexpr const char* kLegacyVariable = "COVFLOW_ADAPTIVE_LEGACY";
 // Distinct frames drawn from the scenario and cycled (with fresh sequence numbers): a window holds
 // W/K of them (4 by default), so every window is made of distinct snapshots.
 constexpr std::uint64_t kTemplates = 16;
-
-// COVFLOW_ADAPTIVE_LEGACY set to select a path while a stage is prepared (prepare() reads it),
-// then put back as it was.
-class LegacySwitch {
- public:
-  explicit LegacySwitch(bool legacy) {
-    if (const char* value = std::getenv(kLegacyVariable)) previous_ = value;
-    ::setenv(kLegacyVariable, legacy ? "1" : "0", 1);
-  }
-  ~LegacySwitch() {
-    if (previous_) ::setenv(kLegacyVariable, previous_->c_str(), 1);
-    else ::unsetenv(kLegacyVariable);
-  }
-  LegacySwitch(const LegacySwitch&) = delete;
-  LegacySwitch& operator=(const LegacySwitch&) = delete;
-
- private:
-  std::optional<std::string> previous_;
-};
 
 config::Config bench_config(const AdaptiveBenchOptions& options) {
   config::Config c;
@@ -78,21 +56,16 @@ config::Config bench_config(const AdaptiveBenchOptions& options) {
   return c;
 }
 
-// One path of the stage on one lane: its chain (the adaptive stage alone), a frame slot allocated
-// as the runner allocates it (host payload; on a CUDA lane a pinned host payload and a device
-// copy), and its frame times.
-struct Path {
-  Path(std::string path_name, const config::Config& c, const pipeline::FrameShape& shape, linalg::Exec& exec,
-       bool legacy)
-      : name(std::move(path_name)) {
-    {
-      LegacySwitch selected(legacy);
-      chain = stages::make_processing_stages(c);
-      if (chain.size() != 1) throw std::logic_error("adaptive bench: expected the adaptive stage alone");
-      stage = dynamic_cast<stages::AdaptiveStage*>(chain.front().get());
-      if (stage == nullptr) throw std::logic_error("adaptive bench: the chain's stage is not the adaptive stage");
-      stage->prepare(shape, exec);
-    }
+// The stage on one lane: its chain (the adaptive stage alone), a frame slot allocated as the
+// runner allocates it (host payload; on a CUDA lane a pinned host payload and a device copy), and
+// its frame times.
+struct Harness {
+  Harness(const config::Config& c, const pipeline::FrameShape& shape, linalg::Exec& exec) {
+    chain = stages::make_processing_stages(c);
+    if (chain.size() != 1) throw std::logic_error("adaptive bench: expected the adaptive stage alone");
+    stage = dynamic_cast<stages::AdaptiveStage*>(chain.front().get());
+    if (stage == nullptr) throw std::logic_error("adaptive bench: the chain's stage is not the adaptive stage");
+    stage->prepare(shape, exec);
     slot.results.reserve(shape);
     slot.stages.resize(1);
     const std::size_t payload_bytes = shape.max_payload_bytes();
@@ -135,7 +108,6 @@ struct Path {
     return ms;
   }
 
-  std::string name;
   std::vector<std::unique_ptr<pipeline::Stage>> chain;
   stages::AdaptiveStage* stage = nullptr;
   pipeline::FrameSlot slot;
@@ -167,42 +139,107 @@ Timing timing_of(const std::vector<double>& ms) {
   return t;
 }
 
-// κ₂ of the scenario's model covariance plus the stage's loading, from linalg::heev on the CPU:
-// the scale of the weights' sensitivity to rounding in the factor.
-double model_condition(const config::Config& c, linalg::Exec& cpu) {
-  const std::int64_t n = c.scenario.elements;
-  std::vector<cd> r = stages::model_covariance(c.scenario);
-  for (std::int64_t i = 0; i < n; ++i) r[std::size_t(i + i * n)] += c.pipeline.stages.adaptive.diagonal_loading;
-  std::vector<double> w(static_cast<std::size_t>(n));
-  std::vector<int> info(1);
-  linalg::heev<cd>(cpu, linalg::Batch<cd>::packed(r.data(), n, n, 1), w, info);
-  if (info[0] != 0) throw std::runtime_error("adaptive bench: heev of the model covariance failed");
-  return w.back() / w.front();
-}
+// The last frame's weights against the factors the stage holds after it (adaptive_bench.hpp says
+// what is checked and why): per beam the normwise residual of R̃·w = (wᴴR̃w)·a with R̃ = L·Lᴴ, and
+// |wᴴa − 1| over its bound 8·N·ε·κ + 4·ε_float·√κ, κ = κ₂(R̃) from linalg::heev on the CPU. Sums in
+// long double; a beam with a weight that is not finite is counted and not evaluated.
+struct WeightCheck {
+  std::size_t non_finite_beams = 0;
+  double residual = 0.0;               // largest normwise residual
+  double distortion = 0.0;             // largest |wᴴa − 1|
+  double distortion_over_bound = 0.0;  // largest |wᴴa − 1| / its bound (+∞ where κ is unknown)
+  double kappa = 0.0;                  // largest κ₂(R̃) over the cells
+};
 
-// Largest ‖w_a − w_b‖ / ‖w_b‖ over the beams of the last frame; infinity where a weight is not
-// finite on either path.
-double weight_difference(const pipeline::FrameResults& a, const pipeline::FrameResults& b, std::size_t beams,
-                         std::size_t n) {
-  double worst = 0.0;
-  for (std::size_t beam = 0; beam < beams; ++beam) {
-    double diff = 0.0, norm = 0.0;
-    for (std::size_t m = 0; m < n; ++m) {
-      const cd x(a.weights[beam * n + m]), y(b.weights[beam * n + m]);
-      diff += std::norm(x - y);
-      norm += std::norm(y);
-    }
-    const double relative = std::sqrt(diff / norm);
-    worst = std::isfinite(relative) ? std::max(worst, relative) : std::numeric_limits<double>::infinity();
+WeightCheck check_weights(const config::Config& c, const pipeline::FrameResults& results,
+                          const std::vector<cd>& factors, std::size_t cells, std::size_t n, double epsilon,
+                          linalg::Exec& cpu) {
+  using cl = std::complex<long double>;
+  const auto& looks_deg = c.pipeline.stages.adaptive.looks_deg;
+  const std::size_t looks = looks_deg.size(), nn = n * n;
+  const double epsilon_float = std::numeric_limits<float>::epsilon();
+  std::vector<std::vector<cd>> steering;
+  for (double look : looks_deg)
+    steering.push_back(stages::steering_vector(std::int64_t(n), c.scenario.spacing_wavelengths, look));
+
+  // R̃ = L·Lᴴ per cell (lower triangle, which is what heev reads), its Frobenius norm, and κ₂.
+  std::vector<cd> held(cells * nn);
+  std::vector<double> held_norm(cells);
+  for (std::size_t cell = 0; cell < cells; ++cell) {
+    const cd* l = factors.data() + cell * nn;
+    long double norm2 = 0;
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t i = j; i < n; ++i) {
+        cl sum = 0;
+        for (std::size_t k = 0; k <= j; ++k) sum += cl(l[i + k * n]) * std::conj(cl(l[j + k * n]));
+        held[cell * nn + i + j * n] = cd(sum);
+        norm2 += (i == j ? 1 : 2) * std::norm(sum);
+      }
+    held_norm[cell] = static_cast<double>(std::sqrt(norm2));
   }
-  return worst;
+  std::vector<double> eigenvalues(cells * n);
+  std::vector<int> info(cells);
+  linalg::HeevOptions values_only;
+  values_only.vectors = false;
+  linalg::heev<cd>(cpu, linalg::Batch<cd>::packed(held.data(), std::int64_t(n), std::int64_t(n), std::int64_t(cells)),
+                   eigenvalues, info, values_only);
+
+  WeightCheck check;
+  std::vector<cl> w(n), u(n);
+  for (std::size_t cell = 0; cell < cells; ++cell) {
+    const cd* l = factors.data() + cell * nn;
+    const double smallest = eigenvalues[cell * n], largest = eigenvalues[cell * n + n - 1];
+    const double kappa = info[cell] == 0 && smallest > 0.0 ? largest / smallest : std::numeric_limits<double>::infinity();
+    check.kappa = std::max(check.kappa, kappa);
+    for (std::size_t look = 0; look < looks; ++look) {
+      const std::size_t beam = cell * looks + look;
+      bool finite = true;
+      for (std::size_t m = 0; m < n; ++m) {
+        const std::complex<float> v = results.weights[beam * n + m];
+        finite = finite && std::isfinite(v.real()) && std::isfinite(v.imag());
+        w[m] = cl(v.real(), v.imag());
+      }
+      if (!finite) {
+        ++check.non_finite_beams;
+        continue;
+      }
+      const std::vector<cd>& a = steering[look];
+      // u = Lᴴw, then R̃w = L·u and wᴴR̃w = ‖u‖².
+      long double quadratic = 0, w_norm2 = 0;
+      for (std::size_t k = 0; k < n; ++k) {
+        cl sum = 0;
+        for (std::size_t i = k; i < n; ++i) sum += std::conj(cl(l[i + k * n])) * w[i];
+        u[k] = sum;
+        quadratic += std::norm(sum);
+        w_norm2 += std::norm(w[k]);
+      }
+      long double residual2 = 0, a_norm2 = 0;
+      cl response = 0;  // wᴴa
+      for (std::size_t i = 0; i < n; ++i) {
+        cl r_w = 0;
+        for (std::size_t k = 0; k <= i; ++k) r_w += cl(l[i + k * n]) * u[k];
+        residual2 += std::norm(r_w - quadratic * cl(a[i]));
+        response += std::conj(w[i]) * cl(a[i]);
+        a_norm2 += std::norm(cl(a[i]));
+      }
+      const long double scale = held_norm[cell] * std::sqrt(w_norm2) + quadratic * std::sqrt(a_norm2);
+      const double residual = static_cast<double>(std::sqrt(residual2) / scale);
+      check.residual = std::isfinite(residual) ? std::max(check.residual, residual) : residual;
+      const double distortion = static_cast<double>(std::abs(response - cl(1)));
+      const double bound = 8.0 * double(n) * epsilon * kappa + 4.0 * epsilon_float * std::sqrt(kappa);
+      check.distortion = std::max(check.distortion, distortion);
+      check.distortion_over_bound = std::isfinite(bound) ? std::max(check.distortion_over_bound, distortion / bound)
+                                                         : std::numeric_limits<double>::infinity();
+    }
+  }
+  return check;
 }
 
 void run_device(Report& report, std::vector<double>& p99s, const AdaptiveBenchOptions& options, int frames,
                 linalg::Exec& exec, linalg::Exec& cpu, const char* device) {
   const config::Config c = bench_config(options);
   const pipeline::FrameShape shape = stages::frame_shape(c);
-  const std::size_t n = shape.channels, cells = shape.cells, looks = shape.looks, beams = cells * looks;
+  const std::size_t n = shape.channels, cells = shape.cells, looks = shape.looks;
   const auto& adaptive = c.pipeline.stages.adaptive;
   const std::string shape_name = fmt::format("{}x{} K{} L{} W{} r{}", cells, n, shape.snapshots, looks,
                                              adaptive.window_snapshots, adaptive.refactor_every);
@@ -211,66 +248,62 @@ void run_device(Report& report, std::vector<double>& p99s, const AdaptiveBenchOp
   std::vector<replay::Frame> templates;
   for (std::uint64_t s = 0; s < kTemplates; ++s) templates.push_back(generator.frame(s));
 
-  std::vector<Path> paths;
-  paths.reserve(2);
-  paths.emplace_back("legacy", c, shape, exec, true);
-  paths.emplace_back("linalg", c, shape, exec, false);
+  Harness harness(c, shape, exec);
   // The runner's warm start: the stage's warm-up frames, then reset() (a fresh window, counters 0).
-  const int warm_up = paths.front().stage->warm_up_frames(shape);
-  for (Path& path : paths) {
-    for (int f = 0; f < warm_up; ++f) path.run(templates[std::size_t(f) % kTemplates], std::uint64_t(f), exec);
-    path.stage->reset(exec);
-  }
+  const int warm_up = harness.stage->warm_up_frames(shape);
+  for (int f = 0; f < warm_up; ++f) harness.run(templates[std::size_t(f) % kTemplates], std::uint64_t(f), exec);
+  harness.stage->reset(exec);
   const std::size_t growth_before = exec.workspace().growth_count();
-  for (int f = 0; f < frames; ++f)
-    for (Path& path : paths) {
-      bool refactored = false;
-      const double ms = path.run(templates[std::size_t(f) % kTemplates], std::uint64_t(f), exec, &refactored);
-      path.ms.push_back(ms);
-      if (refactored) path.refactor_ms.push_back(ms);
-    }
+  for (int f = 0; f < frames; ++f) {
+    bool refactored = false;
+    const double ms = harness.run(templates[std::size_t(f) % kTemplates], std::uint64_t(f), exec, &refactored);
+    harness.ms.push_back(ms);
+    if (refactored) harness.refactor_ms.push_back(ms);
+  }
   const std::size_t growth = exec.workspace().growth_count() - growth_before;
+
+  Row row;
+  row.op = "adaptive";
+  row.dtype = options.dtype;
+  row.shape = shape_name;
+  // A frame without a refactor (docs/stages.md, "Cost"): 16·K·N² real flops of rotations per
+  // cell, 8·L·N² for the beams.
+  row.flops = double(cells) * (16.0 * shape.snapshots * n * n + 8.0 * looks * n * n);
+  const Timing timing = timing_of(harness.ms);
+  row.times[device] = timing;
+  const double p99 = percentile(harness.ms, 0.99);
+  p99s.push_back(p99);
+  row.notes["p99_ms"] = fmt::format("{:.4f}", p99);
+  row.notes["refactor_frames"] =
+      fmt::format("{} (median {:.4f} ms)", harness.refactor_ms.size(), timing_of(harness.refactor_ms).median_ms);
+
+  const pipeline::FrameResults& results = harness.slot.results;
+  if (results.cells != cells) row.fail(fmt::format("the last frame has results for {} cells of {}", results.cells, cells));
+  const auto bad = std::count_if(results.cell_status.begin(), results.cell_status.begin() + cells,
+                                 [](std::int32_t status) { return status != 0; });
+  if (bad > 0) row.fail(fmt::format("{} cells with a nonzero status on the last frame", bad));
+  const auto counters = harness.stage->counters();
+  if (counters.unrecoverable_cells > 0) row.fail(fmt::format("{} unrecoverable cell-frames", counters.unrecoverable_cells));
+  if (growth > 0) row.fail(fmt::format("the workspace grew {} times during the timed frames", growth));
 
   const double epsilon = options.dtype == "cf32" ? double(std::numeric_limits<float>::epsilon())
                                                  : std::numeric_limits<double>::epsilon();
-  const double kappa = model_condition(c, cpu);
-  const double tolerance = 8.0 * double(n) * epsilon * kappa + 4.0 * double(std::numeric_limits<float>::epsilon());
-  const double difference = weight_difference(paths[1].slot.results, paths[0].slot.results, beams, n);
-  const double legacy_median = timing_of(paths[0].ms).median_ms;
-  for (Path& path : paths) {
-    Row row;
-    row.op = "adaptive";
-    row.dtype = options.dtype;
-    row.shape = shape_name;
-    row.input = path.name;
-    // A frame without a refactor (docs/stages.md, "Cost"): 16·K·N² real flops of rotations per
-    // cell, 8·L·N² for the beams.
-    row.flops = double(cells) * (16.0 * shape.snapshots * n * n + 8.0 * looks * n * n);
-    const Timing timing = timing_of(path.ms);
-    row.times[device] = timing;
-    const double p99 = percentile(path.ms, 0.99);
-    p99s.push_back(p99);
-    row.notes["p99_ms"] = fmt::format("{:.4f}", p99);
-    row.notes["refactor_frames"] =
-        fmt::format("{} (median {:.4f} ms)", path.refactor_ms.size(), timing_of(path.refactor_ms).median_ms);
-    if (path.name == "linalg") {
-      row.notes["linalg_over_legacy"] = fmt::format("{:.3f}", timing.median_ms / legacy_median);
-      row.notes["weights_vs_legacy"] = fmt::format("max ‖Δw‖/‖w‖ {:.3g} ≤ {:.3g} (8·N·ε·κ + 4·ε_float, κ {:.3g})",
-                                                   difference, tolerance, kappa);
-      if (!(difference <= tolerance))
-        row.fail(fmt::format("last frame's weights differ from the legacy path's by {:.3g} > {:.3g}", difference,
-                             tolerance));
-    }
-    const pipeline::FrameResults& results = path.slot.results;
-    if (results.cells != cells) row.fail(fmt::format("the last frame has results for {} cells of {}", results.cells, cells));
-    const auto bad = std::count_if(results.cell_status.begin(), results.cell_status.begin() + cells,
-                                   [](std::int32_t status) { return status != 0; });
-    if (bad > 0) row.fail(fmt::format("{} cells with a nonzero status on the last frame", bad));
-    const auto counters = path.stage->counters();
-    if (counters.unrecoverable_cells > 0) row.fail(fmt::format("{} unrecoverable cell-frames", counters.unrecoverable_cells));
-    if (growth > 0) row.fail(fmt::format("the workspace grew {} times during the timed frames", growth));
-    report.add(std::move(row));
-  }
+  const WeightCheck check = check_weights(c, results, harness.stage->factors(exec), cells, n, epsilon, cpu);
+  const double residual_bound = 8.0 * double(n) * epsilon + 4.0 * double(std::numeric_limits<float>::epsilon());
+  row.notes["mvdr_residual"] =
+      fmt::format("max ‖R̃w − (wᴴR̃w)a‖/(‖R̃‖‖w‖ + (wᴴR̃w)‖a‖) {:.3g} ≤ {:.3g} (8·N·ε + 4·ε_float)", check.residual,
+                  residual_bound);
+  row.notes["distortionless"] = fmt::format("max |wᴴa − 1| {:.3g}, {:.3g} of its bound 8·N·ε·κ + 4·ε_float·√κ (κ ≤ {:.3g})",
+                                            check.distortion, check.distortion_over_bound, check.kappa);
+  if (check.non_finite_beams > 0)
+    row.fail(fmt::format("{} beams of the last frame with a weight that is not finite", check.non_finite_beams));
+  if (!(check.residual <= residual_bound))
+    row.fail(fmt::format("the last frame's weights do not solve R̃w = (wᴴR̃w)a: residual {:.3g} > {:.3g}",
+                         check.residual, residual_bound));
+  if (!(check.distortion_over_bound <= 1.0))
+    row.fail(fmt::format("the last frame's weights miss wᴴa = 1 by {:.3g}, {:.3g} times the bound", check.distortion,
+                         check.distortion_over_bound));
+  report.add(std::move(row));
 }
 
 }  // namespace
@@ -278,7 +311,7 @@ void run_device(Report& report, std::vector<double>& p99s, const AdaptiveBenchOp
 nlohmann::json run_adaptive_bench(const Settings& settings, const AdaptiveBenchOptions& options, linalg::Exec* gpu,
                                   linalg::Exec& cpu) {
   const int frames = options.frames > 0 ? options.frames : (settings.quick ? 40 : 200);
-  Report report("adaptive stage per frame (median; p99 and refactor frames below): legacy vs linalg");
+  Report report("adaptive stage per frame (median; p99 and refactor frames below)");
   std::vector<double> p99s;
   const bool want_cpu = options.device != "cuda" && settings.cpu;
   const bool want_cuda = options.device != "cpu";

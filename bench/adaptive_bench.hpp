@@ -7,17 +7,26 @@
 //         collect() (the payload is uploaded before the clock starts, as the runner's copy stream
 //         does it ahead of the stage)
 //
-// Both paths of the stage in the same run, one row each: "linalg" (linalg::potrf / potrs) and
-// "legacy" (the former hand-written Cholesky and solves, selected by COVFLOW_ADAPTIVE_LEGACY=1 at
-// prepare(); a temporary switch). Their frames alternate, one frame of each in turn, so that a
-// drift of the machine hits both alike. Median and p99 over the timed frames, and the median of
-// the frames that refactored every cell (the first and every refactor_every-th).
+// One row per device. Median and p99 over the timed frames, and the median of the frames that
+// refactored every cell (the first and every refactor_every-th).
 //
-// Checked, outside the timed region: on the last frame both paths' weights agree beam by beam to
-//   ‖w_linalg − w_legacy‖ / ‖w_legacy‖ ≤ 8·N·ε·κ + 4·ε_float
-// (ε of the frames' type, κ the condition number of the scenario's model covariance + δI), every
-// cell's status is 0, no cell was unrecoverable, and no frame grew the Exec's workspace. A row
-// that fails any of these fails the run.
+// Checked, outside the timed region, on the last frame, against the factors the stage holds after
+// it (AdaptiveStage::factors, L per cell; R̃ = L·Lᴴ is the covariance its beams were solved with):
+//   - every cell's status is 0, no cell-frame was unrecoverable, every weight is finite, and no
+//     frame grew the Exec's workspace;
+//   - the MVDR equation R̃·w = (wᴴR̃w)·a, beam by beam, by its normwise residual
+//       ‖R̃w − (wᴴR̃w)·a‖ / (‖R̃‖_F·‖w‖ + (wᴴR̃w)·‖a‖) ≤ 8·N·ε + 4·ε_float
+//     (ε of the frames' type for potrs's backward error; ε_float for the published float weights).
+//     A B left unsolved, a factor of another cell or a wrong look fails it;
+//   - the distortionless constraint wᴴa = 1, beam by beam:
+//       |wᴴa − 1| ≤ 8·N·ε·κ + 4·ε_float·√κ,   κ = κ₂(R̃) of the cell (linalg::heev on the CPU)
+//     (its imaginary part is potrs's rounding seen through R̃⁻¹, its real part the rounding of the
+//     float weights, Σ|w_m| ≤ √κ since ‖w‖² ≤ κ/N). The stage divides z = R̃⁻¹a by Re(aᴴz), so
+//     this holds to rounding for any z: on its own it would not show that the solve was made.
+// A row that fails any of these fails the run. The weights are checked against the stage's own
+// factor, not a fresh factorization of the window: the kept factor drifts by rounding between
+// refactors, which the stage's tests bound (tests/stages/adaptive_checks.hpp); the benchmark checks
+// that each frame's solve is right for the factor it holds.
 #pragma once
 
 #include <string>
@@ -35,7 +44,7 @@ struct AdaptiveBenchOptions {
   int channels = 16;
   int snapshots = 200;       // K per cell and frame
   int looks = 1;             // 1: the default look (5°); more: spread evenly over [−60°, 60°]
-  int frames = 0;            // timed frames per path (0: 200, or 40 with --quick)
+  int frames = 0;            // timed frames per device (0: 200, or 40 with --quick)
   int refactor_every = 50;
   std::string dtype = "cf64";   // cf32 | cf64
   std::string device = "both";  // cpu | cuda | both (cuda only where a GPU is present)

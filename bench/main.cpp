@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
   tiny->add_option("--nrhs", tiny_options.nrhs, "Right-hand sides of the getrs and potrs rows")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1, 1024));
   tiny->add_option("--seed", tiny_options.seed, "Seed of the inputs")->capture_default_str();
-  auto* adaptive = app.add_subcommand("adaptive", "The adaptive stage per frame as the daemon runs it, linalg::potrf/potrs "
-                                                   "path vs the legacy hand-written one (not run by `all`)");
+  auto* adaptive = app.add_subcommand("adaptive", "The adaptive stage per frame as the daemon runs it, with its MVDR "
+                                                   "weights checked (not run by `all`)");
   adaptive->fallthrough();  // --json, --quick, --no-cpu … may follow the subcommand
   bench::AdaptiveBenchOptions adaptive_options;
   adaptive->add_option("--cells", adaptive_options.cells, "Cells per frame")->capture_default_str()->check(CLI::Range(1, 1 << 20));
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 20));
   adaptive->add_option("--looks", adaptive_options.looks, "Look directions (1: 5°; more: spread over ±60°)")
       ->capture_default_str()->check(CLI::Range(1, 64));
-  adaptive->add_option("--frames", adaptive_options.frames, "Timed frames per path (default 200; 40 with --quick)")
+  adaptive->add_option("--frames", adaptive_options.frames, "Timed frames per device (default 200; 40 with --quick)")
       ->check(CLI::Range(1, 1000000));
   adaptive->add_option("--refactor-every", adaptive_options.refactor_every, "Frames between refactors (0: never)")
       ->capture_default_str()->check(CLI::Range(0, 1000000));

@@ -193,6 +193,7 @@ __global__ void __launch_bounds__(kThreads) lu_kernel(Args<T> args) {
     // pos: the position row `lane` has reached; rows ≥ n sit past the end and never pivot.
     int pos = at.lane;
     int my_pivot = at.lane + 1;
+    T my_inverse = zero_of<T>();  // 1 / U(j, j) in the lane that became position j (the solve's)
     int info = 0;
     using R = sreal_t<T>;
 #pragma unroll
@@ -215,11 +216,12 @@ __global__ void __launch_bounds__(kThreads) lu_kernel(Args<T> args) {
         if (zero_pivot) {
           if (info == 0) info = j + 1;  // U(j, j) = 0: nothing to scale or eliminate
         } else {
+          const T pivot = row[j];
+          const T inverse = divide(one_of<T>(), pivot);
+          if (at.lane == pivot_lane) my_inverse = inverse;
           if (pos > j) {
-            const T pivot = row[j];
             // As ?getrf2: multiply by the reciprocal unless the pivot is below the safe minimum.
-            const T l =
-                abs1(pivot) >= sfmin<R>() ? mul_exact(r[j], divide(one_of<T>(), pivot)) : divide(r[j], pivot);
+            const T l = abs1(pivot) >= sfmin<R>() ? mul_exact(r[j], inverse) : divide(r[j], pivot);
             r[j] = l;
 #pragma unroll
             for (int k = j + 1; k < kNp; ++k) r[k] = sub_product(r[k], l, row[k]);
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(kThreads) lu_kernel(Args<T> args) {
             parity ^= 1;
             if (pos == j) {
 #pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = divide(x.v[c], r[j]);
+              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = x.v[c] * my_inverse;
             }
             __syncwarp(mask);
             if (row_ok && pos < j) {
@@ -283,11 +285,58 @@ __global__ void __launch_bounds__(kThreads) lu_kernel(Args<T> args) {
   }
 }
 
-// ---- getrs: op(A)·X = B with getrf's factors ----------------------------------------------------
+// ---- solves with a given factor: getrs, potrs ------------------------------------------------------
 
-// Lane i holds row i of LU. perm[i] is the row of B that the interchanges bring to position i.
-// kTrans: op(A) = Aᵀ or Aᴴ (args.op 'T' or 'C'); compiled apart from op none so that each keeps
-// its registers to itself.
+// A triangular sweep over the kRhs columns a lane holds: for j in order (forward) or reversed, the
+// lane at position j finishes x_j (dividing by the diagonal `diag(j)` unless unit) and broadcasts
+// it; every lane for which `below(j)` holds subtracts coefficient(j)·x_j. kDiagonal: unit (diag
+// not read), general (x_j · 1/diag(j)), real (x_j · 1/Re diag(j), for Cholesky factors); each lane
+// forms the reciprocal of its own diagonal element before the sweep. The factor is read from
+// global memory as each step needs it (coefficient and diag load their element), not held in
+// registers: a solve reads each factor element once, so registers would only cost occupancy —
+// the loads have no dependence on the sweep and are issued ahead of it.
+enum DiagonalKind { unit_diagonal, general_diagonal, real_diagonal };
+
+template <class T, int kNp, bool kForward, int kDiagonal, class Diag, class Below, class Coefficient>
+__device__ inline void sweep(Rhs<T>& x, T (*buffer)[kNp + kRhs], int& parity, unsigned mask, int n, int lane,
+                             bool row_ok, Diag diag, Below below, Coefficient coefficient) {
+  // Each lane's own diagonal reciprocal, before the sweep: off its critical path.
+  T inverse = one_of<T>();
+  if constexpr (kDiagonal == general_diagonal) {
+    if (row_ok) inverse = divide(one_of<T>(), diag(lane));
+  } else if constexpr (kDiagonal == real_diagonal) {
+    if (row_ok) inverse = from_real<T>(sreal_t<T>(1) / real_part(diag(lane)));
+  }
+#pragma unroll
+  for (int step = 0; step < kNp; ++step) {
+    const int j = kForward ? step : kNp - 1 - step;
+    if (j < n) {
+      T* y = buffer[parity];
+      parity ^= 1;
+      const bool mine = below(j);
+      const T c = row_ok && mine ? coefficient(j) : zero_of<T>();
+      if (lane == j) {
+        if constexpr (kDiagonal == general_diagonal) {
+#pragma unroll
+          for (int r = 0; r < kRhs; ++r) x.v[r] = x.v[r] * inverse;
+        } else if constexpr (kDiagonal == real_diagonal) {
+#pragma unroll
+          for (int r = 0; r < kRhs; ++r) x.v[r] = x.v[r] * real_part(inverse);
+        }
+#pragma unroll
+        for (int r = 0; r < kRhs; ++r) y[r] = x.v[r];
+      }
+      __syncwarp(mask);
+      if (row_ok && mine) {
+#pragma unroll
+        for (int r = 0; r < kRhs; ++r) x.v[r] = fma_(x.v[r], -c, y[r]);
+      }
+    }
+  }
+}
+
+// getrs: lane i is position i. op none: X = U⁻¹·L⁻¹·(P·B) — B's row perm[i] loaded into position i;
+// op T / C: X = P·L⁻ᵀ·U⁻ᵀ·B (conjugated for C) — written back through perm.
 template <class T, int kNp, bool kTrans>
 __global__ void __launch_bounds__(kThreads) getrs_kernel(Args<T> args) {
   constexpr int kGroups = kThreads / kNp;
@@ -300,107 +349,89 @@ __global__ void __launch_bounds__(kThreads) getrs_kernel(Args<T> args) {
     if (block * kGroups >= args.count) return;
     if (at.matrix >= args.count) return;
     const T* lu = args.a + at.matrix * args.stride_a;
+    const std::int64_t ld = args.lda;
     T* const b = args.b + at.matrix * args.stride_b;
-    const bool row_ok = at.lane < n;
-    T r[kNp];
-#pragma unroll
-    for (int k = 0; k < kNp; ++k) r[k] = row_ok && k < n ? lu[at.lane + k * args.lda] : zero_of<T>();
+    const int i = at.lane;
+    const bool row_ok = i < n;
     // source: the row of B that the interchanges bring to this lane's position, the swaps
     // replayed in order by every lane together (ipiv entries outside j…n−1 are ignored).
-    const int my_ipiv = row_ok ? args.ipiv[at.matrix * n + at.lane] - 1 : 0;
-    int source = at.lane;
+    const int my_ipiv = row_ok ? args.ipiv[at.matrix * n + i] - 1 : 0;
+    int source = i;
     for (int j = 0; j < n; ++j) {
       const int p = __shfl_sync(mask, my_ipiv, j, kNp);
       const bool swap = p > j && p < n;
       const int at_j = __shfl_sync(mask, source, j, kNp);
       const int at_p = __shfl_sync(mask, source, swap ? p : j, kNp);
-      if (swap && at.lane == j) source = at_p;
-      if (swap && at.lane == p) source = at_j;
+      if (swap && i == j) source = at_p;
+      if (swap && i == p) source = at_j;
     }
+    auto element = [&](int r, int c) { return lu[r + c * ld]; };
+    auto op_of = [&](T v) { return maybe_conj(v, conjugate); };
     for (int c0 = 0; c0 < args.nrhs; c0 += kRhs) {
       Rhs<T> x;
       int parity = 0;
       if constexpr (!kTrans) {
         load_rhs(x, b, args.ldb, source, c0, args.nrhs, row_ok);
-        // L·Y = P·B (unit lower, own column), then U·X = Y (own column).
-#pragma unroll
-        for (int j = 0; j < kNp; ++j) {
-          if (j < n) {
-            T* y = buffer[at.group][parity];
-            parity ^= 1;
-            if (at.lane == j) {
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c];
-            }
-            __syncwarp(mask);
-            if (row_ok && at.lane > j) {
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) x.v[c] = fma_(x.v[c], -r[j], y[c]);
-            }
-          }
-        }
-#pragma unroll
-        for (int j = kNp - 1; j >= 0; --j) {
-          if (j < n) {
-            T* y = buffer[at.group][parity];
-            parity ^= 1;
-            if (at.lane == j) {
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = divide(x.v[c], r[j]);
-            }
-            __syncwarp(mask);
-            if (row_ok && at.lane < j) {
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) x.v[c] = fma_(x.v[c], -r[j], y[c]);
-            }
-          }
-        }
-        store_rhs(x, b, args.ldb, at.lane, c0, args.nrhs, row_ok);
+        // L·Y = P·B, L unit lower: lane i > j subtracts L(i, j)·y_j (its own row, coalesced).
+        sweep<T, kNp, true, unit_diagonal>(
+            x, buffer[at.group], parity, mask, n, i, row_ok, [&](int) { return one_of<T>(); },
+            [&](int j) { return i > j; }, [&](int j) { return element(i, j); });
+        // U·X = Y: lane i < j subtracts U(i, j)·x_j.
+        sweep<T, kNp, false, general_diagonal>(
+            x, buffer[at.group], parity, mask, n, i, row_ok, [&](int j) { return element(j, j); },
+            [&](int j) { return i < j; }, [&](int j) { return element(i, j); });
+        store_rhs(x, b, args.ldb, i, c0, args.nrhs, row_ok);
       } else {
-        load_rhs(x, b, args.ldb, at.lane, c0, args.nrhs, row_ok);
-        // op(U)·Z = B: op(U) is lower; step j needs U(j, i) for i > j — row j, broadcast.
-#pragma unroll
-        for (int j = 0; j < kNp; ++j) {
-          if (j < n) {
-            T* y = buffer[at.group][parity];
-            parity ^= 1;
-            if (at.lane == j) {
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = divide(x.v[c], maybe_conj(r[j], conjugate));
-#pragma unroll
-              for (int k = j + 1; k < kNp; ++k) y[kRhs + k] = maybe_conj(r[k], conjugate);
-            }
-            __syncwarp(mask);
-            if (row_ok && at.lane > j) {
-              const T u = y[kRhs + at.lane];
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) x.v[c] = fma_(x.v[c], -u, y[c]);
-            }
-          }
-        }
-        // op(L)·W = Z: op(L) is unit upper; step j needs L(j, i) for i < j — row j, broadcast.
-#pragma unroll
-        for (int j = kNp - 1; j >= 0; --j) {
-          if (j < n) {
-            T* y = buffer[at.group][parity];
-            parity ^= 1;
-            if (at.lane == j) {
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c];
-#pragma unroll
-              for (int k = 0; k < j; ++k) y[kRhs + k] = maybe_conj(r[k], conjugate);
-            }
-            __syncwarp(mask);
-            if (row_ok && at.lane < j) {
-              const T l = y[kRhs + at.lane];
-#pragma unroll
-              for (int c = 0; c < kRhs; ++c) x.v[c] = fma_(x.v[c], -l, y[c]);
-            }
-          }
-        }
-        // X = Pᵀ·W: position i goes back to row perm[i].
+        load_rhs(x, b, args.ldb, i, c0, args.nrhs, row_ok);
+        // op(U)·Z = B, op(U) lower: lane i > j subtracts op(U(j, i))·z_j (row j of U).
+        sweep<T, kNp, true, general_diagonal>(
+            x, buffer[at.group], parity, mask, n, i, row_ok, [&](int j) { return op_of(element(j, j)); },
+            [&](int j) { return i > j; }, [&](int j) { return op_of(element(j, i)); });
+        // op(L)·W = Z, op(L) unit upper: lane i < j subtracts op(L(j, i))·w_j.
+        sweep<T, kNp, false, unit_diagonal>(
+            x, buffer[at.group], parity, mask, n, i, row_ok, [&](int) { return one_of<T>(); },
+            [&](int j) { return i < j; }, [&](int j) { return op_of(element(j, i)); });
+        // X = P·W: position i goes back to row perm[i].
         store_rhs(x, b, args.ldb, source, c0, args.nrhs, row_ok);
       }
+      __syncwarp(mask);
+    }
+    __syncwarp(mask);
+  }
+}
+
+// potrs: A = L·Lᴴ (lower) or Uᴴ·U (upper) from potrf's triangle; lane i is row i.
+template <class T, int kNp, bool kUpper>
+__global__ void __launch_bounds__(kThreads) potrs_kernel(Args<T> args) {
+  constexpr int kGroups = kThreads / kNp;
+  __shared__ T buffer[kGroups][2][kNp + kRhs];
+  const unsigned mask = cuda::group_mask<kNp>();
+  const int n = args.n;
+  for (std::int64_t block = blockIdx.x;; block += gridDim.x) {
+    const Place at = place_of<kNp>(block);
+    if (block * kGroups >= args.count) return;
+    if (at.matrix >= args.count) return;
+    const T* f = args.a + at.matrix * args.stride_a;
+    const std::int64_t ld = args.lda;
+    T* const b = args.b + at.matrix * args.stride_b;
+    const int i = at.lane;
+    const bool row_ok = i < n;
+    // L(r, c) for r ≥ c, from whichever triangle holds the factor.
+    auto lower = [&](int r, int c) { return kUpper ? conj_of(f[c + r * ld]) : f[r + c * ld]; };
+    auto diag = [&](int j) { return f[j + j * ld]; };
+    for (int c0 = 0; c0 < args.nrhs; c0 += kRhs) {
+      Rhs<T> x;
+      int parity = 0;
+      load_rhs(x, b, args.ldb, i, c0, args.nrhs, row_ok);
+      // L·Y = B: lane i > j subtracts L(i, j)·y_j.
+      sweep<T, kNp, true, real_diagonal>(
+          x, buffer[at.group], parity, mask, n, i, row_ok, diag, [&](int j) { return i > j; },
+          [&](int j) { return lower(i, j); });
+      // Lᴴ·X = Y: lane i < j subtracts conj(L(j, i))·x_j.
+      sweep<T, kNp, false, real_diagonal>(
+          x, buffer[at.group], parity, mask, n, i, row_ok, diag, [&](int j) { return i < j; },
+          [&](int j) { return conj_of(lower(j, i)); });
+      store_rhs(x, b, args.ldb, i, c0, args.nrhs, row_ok);
       __syncwarp(mask);
     }
     __syncwarp(mask);
@@ -439,6 +470,7 @@ __global__ void __launch_bounds__(kThreads) chol_kernel(Args<T> args) {
       finite = finite && is_finite(r[k]);
     }
     int info = 0;
+    R my_inverse = R(0);  // 1 / L(i, i), kept for the solve
     if constexpr ((kMode & factor) != 0) {
       if (!__all_sync(mask, finite)) {
 #pragma unroll
@@ -457,6 +489,7 @@ __global__ void __launch_bounds__(kThreads) chol_kernel(Args<T> args) {
           } else {
             const R d = sqrt(d2);
             const R inv = R(1) / d;
+            if (i == j) my_inverse = inv;
             T* v = buffer[at.group][j & 1];
             if constexpr (!kUpper) {
               // Column j: l_ij = a_ij / d for i > j, broadcast; a_ik −= l_ij·conj(l_kj).
@@ -510,9 +543,8 @@ __global__ void __launch_bounds__(kThreads) chol_kernel(Args<T> args) {
             T* y = buffer[at.group][parity];
             parity ^= 1;
             if (i == j) {
-              const R inv = R(1) / real_part(r[j]);
 #pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = x.v[c] * inv;
+              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = x.v[c] * my_inverse;
               if constexpr (kUpper) {
 #pragma unroll
                 for (int k = j + 1; k < kNp; ++k) y[kRhs + k] = r[k];
@@ -533,9 +565,8 @@ __global__ void __launch_bounds__(kThreads) chol_kernel(Args<T> args) {
             T* y = buffer[at.group][parity];
             parity ^= 1;
             if (i == j) {
-              const R inv = R(1) / real_part(r[j]);
 #pragma unroll
-              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = x.v[c] * inv;
+              for (int c = 0; c < kRhs; ++c) y[c] = x.v[c] = x.v[c] * my_inverse;
               if constexpr (!kUpper) {
 #pragma unroll
                 for (int k = 0; k < j; ++k) y[kRhs + k] = r[k];

@@ -19,7 +19,7 @@ template <class T, int kNp, bool kUpper>
 void run_mode(cudaStream_t stream, const Args<T>& args) {
   const unsigned grid = grid_for<kNp>(args.count);
   if (args.mode == factor) chol_kernel<T, kNp, kUpper, factor><<<grid, kThreads, 0, stream>>>(args);
-  else if (args.mode == solve) chol_kernel<T, kNp, kUpper, solve><<<grid, kThreads, 0, stream>>>(args);
+  else if (args.mode == solve) potrs_kernel<T, kNp, kUpper><<<grid, kThreads, 0, stream>>>(args);
   else chol_kernel<T, kNp, kUpper, factor | solve><<<grid, kThreads, 0, stream>>>(args);
 }
 

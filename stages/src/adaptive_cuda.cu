@@ -5,8 +5,7 @@
 // SINR and null depth from potrs's solutions, packed for one copy back. The formulas are
 // adaptive_math.hpp's, as on the CPU path. Every buffer is allocated in the constructor
 // (prepare()); nothing here allocates or synchronises per frame, and all work is issued on the
-// Exec's stream. The legacy kernels (refactor_kernel, legacy_beam_kernel) serve only
-// COVFLOW_ADAPTIVE_LEGACY, a temporary switch kept to time both paths in one binary.
+// Exec's stream.
 #include <cuComplex.h>
 
 #include <cmath>
@@ -19,7 +18,6 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
-#include "covflow/linalg/types.hpp"
 
 namespace covflow::stages::detail {
 namespace {
@@ -97,7 +95,7 @@ __device__ void window_covariance(const C* base, int columns, int n, int start, 
   }
 }
 
-// linalg path, before potrf. One block of 256 threads per cell; a block whose cell needs nothing
+// Before potrf. One block of 256 threads per cell; a block whose cell needs nothing
 // returns at once (its slot already holds the identity, which potrf factors harmlessly), the
 // common case between periodic refactors. Otherwise window_covariance into the cell's slot.
 // No shared memory, no barrier.
@@ -110,12 +108,12 @@ __global__ void covariance_kernel(const typename complex_of<R>::type* ring, int 
                     slots + static_cast<long long>(cell) * n * n);
 }
 
-// linalg path, after potrf. One block of 256 threads per cell refactored this frame (the others
-// return at once), thread-strided over the n² elements: where potrf's info is 0 the factor is
-// rounded into the frames' precision (strict upper triangle zero); every element of the slot goes
-// back to the identity, so that the next frame's potrf finds one where no covariance is formed.
-// After a barrier (every thread has read pending), thread 0 turns info into the cell's status, its
-// pending flag and this frame's counts (recovered, unrecoverable) — as refactor_kernel does.
+// After potrf. One block of 256 threads per cell refactored this frame (the others return at
+// once), thread-strided over the n² elements: where potrf's info is 0 the factor is rounded into
+// the frames' precision (strict upper triangle zero); every element of the slot goes back to the
+// identity, so that the next frame's potrf finds one where no covariance is formed. After a
+// barrier (every thread has read pending), thread 0 turns info into the cell's status, its pending
+// flag and this frame's counts (recovered, unrecoverable).
 template <class R>
 __global__ void store_kernel(const int* info, int n, int all, const int* flagged, int* pending, int* status,
                              int* counts, double2* slots, typename complex_of<R>::type* factors) {
@@ -150,7 +148,7 @@ __global__ void identity_kernel(double2* slots, long long count, int n) {
   }
 }
 
-// linalg path, before potrs. One thread per element (cell, look, m), grid-stride: B's column
+// Before potrs. One thread per element (cell, look, m), grid-stride: B's column
 // (cell, look) ← the look's steering vector, rounded to the frames' type. Memory-bound, coalesced.
 template <class R>
 __global__ void steering_kernel(const Cplx* look_steering, int per_cell, long long total,
@@ -161,86 +159,6 @@ __global__ void steering_kernel(const Cplx* look_steering, int per_cell, long lo
     solutions[idx] = {static_cast<R>(a.re), static_cast<R>(a.im)};
   }
 }
-
-// Legacy path only (COVFLOW_ADAPTIVE_LEGACY). One block of 256 threads per cell; a block whose
-// cell needs nothing returns at once. Otherwise, in the cell's double-precision scratch S (N²
-// complex, global memory: any N fits, and the data is L2 resident at the sizes this runs at):
-//   1. window_covariance: S's lower triangle, R = Σ v·vᴴ + δI;
-//   2. a non-finite entry fails the cell (status::non_finite_input);
-//   3. right-looking Cholesky, column j at a time: thread 0 takes the pivot's square root, the
-//      threads scale column j below it, then update the trailing lower triangle, one element
-//      each, strided; three barriers per column;
-//   4. on success the factor is written to L in the frames' precision (strict upper zero).
-// Status, the pending flag and this frame's counts (recovered, unrecoverable) are written by
-// thread 0. Shared memory: one int.
-template <class R>
-__global__ void refactor_kernel(const typename complex_of<R>::type* ring, int columns, int n, int start, int length,
-                                double loading, int all, const int* flagged, int* pending, int* status, int* counts,
-                                double2* scratch, typename complex_of<R>::type* factors) {
-  using C = typename complex_of<R>::type;
-  const int cell = blockIdx.x;
-  if (!needs_refactor(cell, all, flagged, pending)) return;  // uniform across the block
-  __shared__ int fail;
-  const int tid = threadIdx.x;
-  const long long nn = static_cast<long long>(n) * n;
-  double2* s = scratch + cell * nn;
-  if (tid == 0) fail = 0;
-  window_covariance(ring + static_cast<long long>(cell) * columns * n, columns, n, start, length, loading, s);
-  __syncthreads();
-  for (long long idx = tid; idx < nn; idx += blockDim.x) {
-    const int i = static_cast<int>(idx % n), j = static_cast<int>(idx / n);
-    if (i >= j && !(isfinite(s[idx].x) && isfinite(s[idx].y))) fail = linalg::status::non_finite_input;
-  }
-  __syncthreads();
-  for (int j = 0; j < n && fail == 0; ++j) {
-    if (tid == 0) {
-      const double d = s[j + static_cast<long long>(j) * n].x;
-      if (!(d > 0.0) || !isfinite(d)) fail = j + 1;
-      else s[j + static_cast<long long>(j) * n] = double2{sqrt(d), 0.0};
-    }
-    __syncthreads();
-    if (fail != 0) break;  // read after the barrier: uniform
-    const double inverse = 1.0 / s[j + static_cast<long long>(j) * n].x;
-    for (int i = j + 1 + tid; i < n; i += blockDim.x) {
-      double2& v = s[i + static_cast<long long>(j) * n];
-      v = double2{v.x * inverse, v.y * inverse};
-    }
-    __syncthreads();
-    const int rest = n - j - 1;
-    for (long long idx = tid; idx < static_cast<long long>(rest) * rest; idx += blockDim.x) {
-      const int i = j + 1 + static_cast<int>(idx % rest), k = j + 1 + static_cast<int>(idx / rest);
-      if (k > i) continue;
-      const double2 a = s[i + static_cast<long long>(j) * n], b = s[k + static_cast<long long>(j) * n];
-      double2& v = s[i + static_cast<long long>(k) * n];
-      v = double2{v.x - (a.x * b.x + a.y * b.y), v.y - (a.y * b.x - a.x * b.y)};  // −= a·conj(b)
-    }
-    __syncthreads();
-  }
-  const int outcome = fail;
-  if (outcome == 0) {
-    C* l = factors + cell * nn;
-    for (long long idx = tid; idx < nn; idx += blockDim.x) {
-      const int i = static_cast<int>(idx % n), j = static_cast<int>(idx / n);
-      l[idx] = i >= j ? C{static_cast<R>(s[idx].x), static_cast<R>(s[idx].y)} : C{R(0), R(0)};
-    }
-  }
-  if (tid == 0) {
-    status[cell] = outcome;
-    pending[cell] = outcome != 0;
-    if (outcome != 0) atomicAdd(counts + 1, 1);
-    else if (flagged[cell] != 0) atomicAdd(counts, 1);
-  }
-}
-
-template <class C>
-struct DeviceFactor {
-  const C* l;
-  int n;
-  COVFLOW_HD Cplx operator()(int i, int j) const {
-    const C v = l[i + static_cast<long long>(j) * n];
-    return {static_cast<double>(v.x), static_cast<double>(v.y)};
-  }
-};
 
 struct DeviceModel {
   const Cplx* look_steering;  // [looks × N]
@@ -254,27 +172,6 @@ struct DeviceModel {
   const double* look_power;   // [looks]
 };
 
-// The end of a beam shared by both beam kernels: the weights (NaN when they could not be formed)
-// and, against the model, the SINR and null depth (NaN without a model or weights).
-__device__ inline void write_beam(bool formed, const Cplx* w, const Cplx* a, int n, int look, long long beam,
-                                  const DeviceModel& model, float2* out_weights, float* out_sinr, float* out_null) {
-  float2* out = out_weights + beam * n;
-  out_sinr[beam] = nanf("");
-  out_null[beam] = nanf("");
-  if (!formed) {
-    for (int m = 0; m < n; ++m) out[m] = float2{nanf(""), nanf("")};
-    return;
-  }
-  for (int m = 0; m < n; ++m) out[m] = float2{static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
-  if (model.has_model == 0) return;
-  const adaptive::BeamModelView view{model.steering, model.power, model.jammer, model.emitters,
-                                     model.look_emitter[look], model.look_power[look]};
-  double sinr = 0.0, null_depth = 0.0;
-  adaptive::beam_metrics(w, a, n, view, &sinr, &null_depth);
-  out_sinr[beam] = static_cast<float>(sinr);
-  out_null[beam] = static_cast<float>(null_depth);
-}
-
 template <class C>
 struct DeviceSolution {
   const C* z;
@@ -283,8 +180,9 @@ struct DeviceSolution {
 
 // One thread per beam (cell, look), after potrs: z = R⁻¹a is column `look` of the cell's block of
 // solutions (beam-major, N each), w = z / Re(aᴴz) in double (O(N) per beam), the metrics against
-// the model, all written into the packed results; the look-0 thread of a cell also packs the
-// cell's status and thread 0 this frame's counts. Scratch: N complex per beam (w) in global memory.
+// the model (NaN without a model), all written into the packed results; a beam whose weights
+// could not be formed gets NaN weights. The look-0 thread of a cell also packs the cell's status
+// and thread 0 this frame's counts. Scratch: N complex per beam (w) in global memory.
 template <class R>
 __global__ void beam_kernel(const typename complex_of<R>::type* solutions, int cells, int n, DeviceModel model,
                             const int* status, const int* counts, Cplx* work, int* out_status, int* out_counts,
@@ -298,35 +196,24 @@ __global__ void beam_kernel(const typename complex_of<R>::type* solutions, int c
   if (beam >= static_cast<long long>(cells) * model.looks) return;
   const int cell = static_cast<int>(beam / model.looks), look = static_cast<int>(beam % model.looks);
   if (look == 0) out_status[cell] = status[cell];
-  Cplx* w = work + beam * 2 * n;
+  Cplx* w = work + beam * n;
   const Cplx* a = model.look_steering + static_cast<long long>(look) * n;
   const DeviceSolution<C> solution{solutions + beam * n};
-  const bool formed = status[cell] == 0 && adaptive::mvdr_weights_from_solution(solution, n, a, w);
-  write_beam(formed, w, a, n, look, beam, model, out_weights, out_sinr, out_null);
-}
-
-// Legacy path only (COVFLOW_ADAPTIVE_LEGACY). One thread per beam (cell, look): the two triangular
-// solves with the cell's factor (read from global memory, O(N²) per beam in double), then as
-// beam_kernel. Scratch: 2N complex per beam (y and w) in global memory.
-template <class R>
-__global__ void legacy_beam_kernel(const typename complex_of<R>::type* factors, int cells, int n, DeviceModel model,
-                                   const int* status, const int* counts, Cplx* work, int* out_status, int* out_counts,
-                                   float2* out_weights, float* out_sinr, float* out_null) {
-  using C = typename complex_of<R>::type;
-  const long long beam = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-  if (beam == 0) {
-    out_counts[0] = counts[0];
-    out_counts[1] = counts[1];
+  float2* out = out_weights + beam * n;
+  out_sinr[beam] = nanf("");
+  out_null[beam] = nanf("");
+  if (status[cell] != 0 || !adaptive::mvdr_weights_from_solution(solution, n, a, w)) {
+    for (int m = 0; m < n; ++m) out[m] = float2{nanf(""), nanf("")};
+    return;
   }
-  if (beam >= static_cast<long long>(cells) * model.looks) return;
-  const int cell = static_cast<int>(beam / model.looks), look = static_cast<int>(beam % model.looks);
-  if (look == 0) out_status[cell] = status[cell];
-  Cplx* y = work + beam * 2 * n;
-  Cplx* w = y + n;
-  const Cplx* a = model.look_steering + static_cast<long long>(look) * n;
-  const DeviceFactor<C> factor{factors + static_cast<long long>(cell) * n * n, n};
-  const bool formed = status[cell] == 0 && adaptive::mvdr_weights(factor, n, a, y, w);
-  write_beam(formed, w, a, n, look, beam, model, out_weights, out_sinr, out_null);
+  for (int m = 0; m < n; ++m) out[m] = float2{static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
+  if (model.has_model == 0) return;
+  const adaptive::BeamModelView view{model.steering, model.power, model.jammer, model.emitters,
+                                     model.look_emitter[look], model.look_power[look]};
+  double sinr = 0.0, null_depth = 0.0;
+  adaptive::beam_metrics(w, a, n, view, &sinr, &null_depth);
+  out_sinr[beam] = static_cast<float>(sinr);
+  out_null[beam] = static_cast<float>(null_depth);
 }
 
 template <class R>
@@ -359,10 +246,10 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     pending_ = linalg::cuda::DeviceBuffer<int>(cells);
     status_ = linalg::cuda::DeviceBuffer<int>(cells);
     counts_ = linalg::cuda::DeviceBuffer<int>(2);
-    scratch_ = linalg::cuda::DeviceBuffer<double2>(cells * n * n);
+    slots_ = linalg::cuda::DeviceBuffer<double2>(cells * n * n);
     refactor_info_ = linalg::cuda::DeviceBuffer<int>(cells);
     solutions_ = linalg::cuda::DeviceBuffer<C>(std::max<std::size_t>(cells * looks * n, 1));
-    work_ = linalg::cuda::DeviceBuffer<Cplx>(std::max<std::size_t>(cells * looks * 2 * n, 1));
+    work_ = linalg::cuda::DeviceBuffer<Cplx>(std::max<std::size_t>(cells * looks * n, 1));
     results_ = linalg::cuda::DeviceBuffer<std::byte>(AdaptiveLayout::of(cells, looks, n).bytes);
     ring_.fill_bytes(0, stream);
     factors_.fill_bytes(0, stream);
@@ -374,7 +261,7 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     refactor_info_.fill_bytes(0, stream);
     solutions_.fill_bytes(0, stream);
     identity_kernel<<<blocks_for(static_cast<long long>(cells * n * n)), kThreads, 0, stream>>>(
-        scratch_.data(), static_cast<long long>(cells), params.channels);
+        slots_.data(), static_cast<long long>(cells), params.channels);
     COVFLOW_CHECK_LAUNCH();
 
     const BeamSetup& beams = params.beams;
@@ -427,21 +314,21 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     COVFLOW_CHECK_LAUNCH();
   }
 
-  void* refactor_matrices() override { return scratch_.data(); }
+  void* refactor_matrices() override { return slots_.data(); }
   int* refactor_info() override { return refactor_info_.data(); }
   void* solutions() override { return solutions_.data(); }
 
   void form_covariance(int cells, bool all, int start, int length) override {
     covariance_kernel<R><<<cells, kRefactorThreads, 0, context_.stream()>>>(
         ring_.data(), params_.ring_columns, params_.channels, start, length, params_.loading, all ? 1 : 0,
-        flagged_.data(), pending_.data(), scratch_.data());
+        flagged_.data(), pending_.data(), slots_.data());
     COVFLOW_CHECK_LAUNCH();
   }
 
   void store_factors(int cells, bool all) override {
     store_kernel<R><<<cells, kRefactorThreads, 0, context_.stream()>>>(
         refactor_info_.data(), params_.channels, all ? 1 : 0, flagged_.data(), pending_.data(), status_.data(),
-        counts_.data(), scratch_.data(), factors_.data());
+        counts_.data(), slots_.data(), factors_.data());
     COVFLOW_CHECK_LAUNCH();
   }
 
@@ -450,13 +337,6 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     const long long total = static_cast<long long>(cells) * per_cell;
     steering_kernel<R><<<blocks_for(total), kThreads, 0, context_.stream()>>>(look_steering_.data(), per_cell, total,
                                                                               solutions_.data());
-    COVFLOW_CHECK_LAUNCH();
-  }
-
-  void refactor(int cells, bool all, int start, int length) override {
-    refactor_kernel<R><<<cells, kRefactorThreads, 0, context_.stream()>>>(
-        ring_.data(), params_.ring_columns, params_.channels, start, length, params_.loading, all ? 1 : 0,
-        flagged_.data(), pending_.data(), status_.data(), counts_.data(), scratch_.data(), factors_.data());
     COVFLOW_CHECK_LAUNCH();
   }
 
@@ -470,14 +350,9 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
     auto* out_weights = reinterpret_cast<float2*>(results + layout.weights);
     auto* out_sinr = reinterpret_cast<float*>(results + layout.sinr);
     auto* out_null = reinterpret_cast<float*>(results + layout.null_depth);
-    if (params_.legacy)
-      legacy_beam_kernel<R><<<blocks, 128, 0, stream>>>(factors_.data(), cells, params_.channels, model_, status_.data(),
-                                                        counts_.data(), work_.data(), out_status, out_counts,
-                                                        out_weights, out_sinr, out_null);
-    else
-      beam_kernel<R><<<blocks, 128, 0, stream>>>(solutions_.data(), cells, params_.channels, model_, status_.data(),
-                                                 counts_.data(), work_.data(), out_status, out_counts, out_weights,
-                                                 out_sinr, out_null);
+    beam_kernel<R><<<blocks, 128, 0, stream>>>(solutions_.data(), cells, params_.channels, model_, status_.data(),
+                                               counts_.data(), work_.data(), out_status, out_counts, out_weights,
+                                               out_sinr, out_null);
     COVFLOW_CHECK_LAUNCH();
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(host_staging, results, layout.bytes, cudaMemcpyDeviceToHost, stream));
   }
@@ -501,9 +376,9 @@ class AdaptiveDeviceLaneImpl final : public AdaptiveDeviceLane {
   AdaptiveDeviceParams params_;
   linalg::cuda::DeviceBuffer<C> ring_, factors_;
   linalg::cuda::DeviceBuffer<int> info_, flagged_, pending_, status_, counts_, refactor_info_;
-  linalg::cuda::DeviceBuffer<double2> scratch_;  // legacy: refactor_kernel's scratch; linalg: potrf's slots
-  linalg::cuda::DeviceBuffer<C> solutions_;      // potrs's B: [max_cells × looks × N]
-  linalg::cuda::DeviceBuffer<Cplx> work_;
+  linalg::cuda::DeviceBuffer<double2> slots_;  // potrf's A: [max_cells × N × N], the identity between refactors
+  linalg::cuda::DeviceBuffer<C> solutions_;    // potrs's B: [max_cells × looks × N]
+  linalg::cuda::DeviceBuffer<Cplx> work_;      // beam_kernel's w: [max_cells × looks × N]
   linalg::cuda::DeviceBuffer<std::byte> results_;
   linalg::cuda::DeviceBuffer<Cplx> look_steering_, emitter_steering_;
   linalg::cuda::DeviceBuffer<double> power_, look_power_;

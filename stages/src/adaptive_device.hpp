@@ -55,9 +55,6 @@ struct AdaptiveDeviceParams {
   int ring_columns = 0;  // per cell
   int max_chunks = 0;    // cholupdate calls per frame, at most (one info array each)
   double loading = 0.0;  // δ
-  // COVFLOW_ADAPTIVE_LEGACY (temporary, for timing; removed with it): refactor() and the
-  // hand-written solves of beamform() instead of the linalg path's buffers and kernels.
-  bool legacy = false;
   BeamSetup beams;
 };
 
@@ -77,8 +74,8 @@ class AdaptiveDeviceLane {
   // Flags the cells whose info in the first `chunks` chunk arrays is nonzero.
   virtual void collect_failures(int chunks, int cells) = 0;
 
-  // linalg path. A frame's refactor and solve, around the linalg calls that adaptive_stage.cpp
-  // issues on the same stream:
+  // A frame's refactor and solve, around the linalg calls that adaptive_stage.cpp issues on the
+  // same stream:
   //   form_covariance  for every cell to refactor (all, or flagged or pending), the window's
   //                    R = Σ v·vᴴ + δI over ring columns start … start+length−1 (mod ring_columns)
   //                    in double into its slot of refactor_matrices(), lower triangle; the other
@@ -95,12 +92,8 @@ class AdaptiveDeviceLane {
   virtual void form_covariance(int cells, bool all, int start, int length) = 0;
   virtual void store_factors(int cells, bool all) = 0;
   virtual void load_steering(int cells) = 0;
-  // Legacy path only: refactors every cell (all) or the flagged and pending ones from the window
-  // in one hand-written kernel (R as form_covariance, Cholesky in place). Sets each cell's status.
-  virtual void refactor(int cells, bool all, int start, int length) = 0;
   // Weights, SINR and null depth of every cell and look, packed as `layout` says and copied
-  // asynchronously into `host_staging` (pinned, layout.bytes). The weights come from
-  // solutions() (legacy path: from two triangular solves with factors()).
+  // asynchronously into `host_staging` (pinned, layout.bytes). The weights come from solutions().
   virtual void beamform(int cells, const AdaptiveLayout& layout, void* host_staging) = 0;
   // Marks every cell as needing a refactor (a fresh window) and its status unknown.
   virtual void reset() = 0;

@@ -14,7 +14,6 @@ struct Cplx {
   double re, im;
 };
 COVFLOW_HD inline Cplx operator+(Cplx a, Cplx b) { return {a.re + b.re, a.im + b.im}; }
-COVFLOW_HD inline Cplx operator-(Cplx a, Cplx b) { return {a.re - b.re, a.im - b.im}; }
 COVFLOW_HD inline Cplx operator*(Cplx a, Cplx b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
 COVFLOW_HD inline Cplx scaled(Cplx a, double s) { return {a.re * s, a.im * s}; }
 COVFLOW_HD inline Cplx conj(Cplx a) { return {a.re, -a.im}; }
@@ -39,39 +38,6 @@ COVFLOW_HD bool mvdr_weights_from_solution(const Solution& solution, int n, cons
   for (int m = 0; m < n; ++m) {
     w[m] = scaled(solution(m), inverse);
     finite = finite && music::is_finite(w[m].re) && music::is_finite(w[m].im);
-  }
-  return finite;
-}
-
-// The legacy path's weights (COVFLOW_ADAPTIVE_LEGACY=1; kept only to time it against the linalg
-// path in one binary, removed with that switch): the same w by two hand-written triangular solves.
-// w = R⁻¹a / (aᴴR⁻¹a) with R = L·Lᴴ, L lower triangular with a real positive diagonal:
-//   forward   L·y = a          y_i = (a_i − Σ_{j<i} L_ij·y_j) / L_ii
-//   backward  Lᴴ·z = y         z_i = (y_i − Σ_{j>i} conj(L_ji)·z_j) / L_ii
-// so z = R⁻¹a and aᴴR⁻¹a = aᴴ·L⁻ᴴL⁻¹·a = ‖y‖² (real and positive, no rounding into an imaginary
-// part). `factor(i, j)` returns L_ij for i ≥ j; `y` is scratch of n. False (w untouched beyond
-// what was written) when the result is not finite — a factor that is not one.
-template <class Factor>
-COVFLOW_HD bool mvdr_weights(const Factor& factor, int n, const Cplx* a, Cplx* y, Cplx* w) {
-  double gain = 0.0;
-  for (int i = 0; i < n; ++i) {
-    Cplx sum = a[i];
-    for (int j = 0; j < i; ++j) sum = sum - factor(i, j) * y[j];
-    const double diagonal = factor(i, i).re;
-    y[i] = scaled(sum, 1.0 / diagonal);
-    gain += norm2(y[i]);
-  }
-  for (int i = n - 1; i >= 0; --i) {
-    Cplx sum = y[i];
-    for (int j = i + 1; j < n; ++j) sum = sum - conj(factor(j, i)) * w[j];
-    w[i] = scaled(sum, 1.0 / factor(i, i).re);
-  }
-  if (!(gain > 0.0) || !music::is_finite(gain)) return false;
-  const double inverse = 1.0 / gain;
-  bool finite = true;
-  for (int i = 0; i < n; ++i) {
-    w[i] = scaled(w[i], inverse);
-    finite = finite && music::is_finite(w[i].re) && music::is_finite(w[i].im);
   }
   return finite;
 }

@@ -2,10 +2,10 @@
 // linalg::cholupdate (C. Walder, "Rank k Cholesky Up/Down-dating on the GPU: gpucholmodV0.2", 2010,
 // Algorithm 1 and §2's downdate), refactored from the window by linalg::potrf, MVDR weights from
 // one linalg::potrs per frame with every look of every cell as a right-hand side, SINR and null
-// depth against the scenario's model. This file holds the window bookkeeping (the same on both
-// paths: it depends only on the frames' dimensions, so the host never waits for the device to know
-// what to do), the linalg calls of both paths and the CPU path; adaptive_cuda.cu holds the device
-// kernels, which follow the same formulas (adaptive_math.hpp).
+// depth against the scenario's model. This file holds the window bookkeeping (the same on CPU and
+// CUDA lanes: it depends only on the frames' dimensions, so the host never waits for the device to
+// know what to do), the linalg calls of both lanes and the CPU lane's own work; adaptive_cuda.cu
+// holds the device kernels, which follow the same formulas (adaptive_math.hpp).
 //
 // Per frame of K snapshots, with the window holding `filled` of at most W:
 //   - a fresh window (first frame, a change of the cell count) or K ≥ W: the newest min(K, W)
@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -59,15 +58,6 @@ namespace {
 
 constexpr std::size_t kDescriptorBytes = 256;
 
-// COVFLOW_ADAPTIVE_LEGACY=1 (anything but empty or 0) selects the stage's former hand-written
-// Cholesky factorisation and triangular solves instead of linalg::potrf / potrs. TEMPORARY: it
-// exists only so that covflow-bench adaptive can time both paths in one binary, and goes with the
-// legacy code in the next commit. Read once per lane, by prepare().
-bool legacy_selected() {
-  const char* value = std::getenv("COVFLOW_ADAPTIVE_LEGACY");
-  return value != nullptr && value[0] != '\0' && std::string_view(value) != "0";
-}
-
 // Splits ring columns position … position+count−1 (mod columns) into pieces of at most `rank`
 // columns that do not wrap, and calls f(first_column, width) for each.
 template <class F>
@@ -79,36 +69,6 @@ void for_each_chunk(std::int64_t position, std::int64_t count, std::int64_t colu
     count -= width;
   }
 }
-
-// Legacy path only (COVFLOW_ADAPTIVE_LEGACY): lower Cholesky factor of the Hermitian n×n matrix in
-// `a` (column-major; lower triangle read), in place, left-looking, in double: 0, or the 1-based
-// column whose pivot is not positive.
-int cholesky_lower(Cplx* a, int n) {
-  for (int j = 0; j < n; ++j) {
-    double d = a[j + j * n].re;
-    for (int k = 0; k < j; ++k) d -= adaptive::norm2(a[j + k * n]);
-    if (!(d > 0.0) || !std::isfinite(d)) return j + 1;
-    const double ljj = std::sqrt(d);
-    a[j + j * n] = {ljj, 0.0};
-    for (int i = j + 1; i < n; ++i) {
-      Cplx s = a[i + j * n];
-      for (int k = 0; k < j; ++k) s = s - a[i + k * n] * adaptive::conj(a[j + k * n]);
-      a[i + j * n] = adaptive::scaled(s, 1.0 / ljj);
-    }
-  }
-  return 0;
-}
-
-// Legacy path only: L_ij of a factor stored in the frames' type, for adaptive::mvdr_weights.
-template <class T>
-struct HostFactor {
-  const T* l;
-  int n;
-  Cplx operator()(int i, int j) const {
-    const T v = l[i + std::int64_t(j) * n];
-    return {static_cast<double>(v.real()), static_cast<double>(v.imag())};
-  }
-};
 
 // Steering vectors of the looks and the model's emitters, which emitter sits at each look.
 detail::BeamSetup beam_setup(const AdaptiveSettings& settings, int n) {
@@ -152,7 +112,6 @@ std::vector<Cplx> to_cplx(const std::vector<std::complex<double>>& v) {
 struct AdaptiveStage::Lane {
   pipeline::FrameShape shape;
   bool cuda = false;
-  bool legacy = false;  // COVFLOW_ADAPTIVE_LEGACY at prepare() (temporary: see legacy_selected)
   int n = 0;
   std::int64_t columns = 0;  // ring columns per cell
   std::int64_t rank = 1;     // columns per cholupdate call
@@ -174,11 +133,11 @@ struct AdaptiveStage::Lane {
   std::vector<int> pending;   // [cells]: the factor is not valid (refactor next frame)
   std::vector<int> status;    // [cells]: 0, or why the factor could not be formed
   std::vector<int> outcome;   // [cells]: this frame: 0 untouched/ok, 1 recovered, 2 unrecoverable
-  std::vector<Cplx> work;     // per worker: N² (legacy refactor) or 2N (beams)
+  std::vector<Cplx> work;     // per worker: N (a beam's weights)
   std::vector<Cplx> look_steering, emitter_steering;
-  // linalg path: the window covariances of the cells refactored this frame, packed in the order
-  // of refactor_cells, for potrf in double; potrf's info; the right-hand sides of potrs (every
-  // look of every cell, cells × N × L of the frames' type), overwritten by z = R⁻¹a.
+  // The window covariances of the cells refactored this frame, packed in the order of
+  // refactor_cells, for potrf in double; potrf's info; the right-hand sides of potrs (every look
+  // of every cell, cells × N × L of the frames' type), overwritten by z = R⁻¹a.
   std::vector<cf64> refactor_matrices;     // [cells × N × N]
   std::vector<std::uint32_t> refactor_cells;  // [cells]: the first `count` are this frame's
   std::vector<int> refactor_info;          // [cells]
@@ -259,12 +218,6 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   auto state = std::make_unique<Lane>();
   state->shape = shape;
   state->cuda = exec.is_cuda();
-  state->legacy = legacy_selected();
-  static std::atomic<bool> told_legacy{false};
-  if (state->legacy && !told_legacy.exchange(true))
-    pipeline::logger("stages")->info(
-        "adaptive: COVFLOW_ADAPTIVE_LEGACY is set: hand-written Cholesky and triangular solves instead of "
-        "linalg::potrf/potrs (a temporary switch, for timing)");
   state->n = static_cast<int>(shape.channels);
   state->columns = ring_columns(shape);
   state->rank = settings_.config.update_rank;
@@ -282,11 +235,9 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   // refactor's potrf runs in double whatever the frames' type; potrs in the factors' type.
   std::size_t workspace = single ? linalg::cholupdate_workspace<cf32>(exec, state->n, state->rank, cells)
                                  : linalg::cholupdate_workspace<cf64>(exec, state->n, state->rank, cells);
-  if (!state->legacy) {
-    workspace = std::max(workspace, linalg::potrf_workspace<cf64>(exec, state->n, cells));
-    workspace = std::max(workspace, single ? linalg::potrs_workspace<cf32>(exec, state->n, looks, cells)
-                                           : linalg::potrs_workspace<cf64>(exec, state->n, looks, cells));
-  }
+  workspace = std::max(workspace, linalg::potrf_workspace<cf64>(exec, state->n, cells));
+  workspace = std::max(workspace, single ? linalg::potrs_workspace<cf32>(exec, state->n, looks, cells)
+                                         : linalg::potrs_workspace<cf64>(exec, state->n, looks, cells));
   exec.workspace().reserve(workspace);
   if (state->cuda) {
 #if COVFLOW_HAS_CUDA
@@ -297,7 +248,6 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     params.ring_columns = static_cast<int>(state->columns);
     params.max_chunks = state->max_chunks;
     params.loading = settings_.config.diagonal_loading;
-    params.legacy = state->legacy;
     params.beams = state->beams;
     state->device = detail::make_adaptive_device_lane(exec.cuda_context(), params);
     const std::size_t staging = kDescriptorBytes + detail::AdaptiveLayout::of(cells, shape.looks, n).bytes;
@@ -314,15 +264,13 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     state->pending.assign(cells, 1);
     state->status.assign(cells, 0);
     state->outcome.assign(cells, 0);
-    state->work.assign(std::size_t(exec.pool().size()) * std::max(n * n, 2 * n), Cplx{0.0, 0.0});
+    state->work.assign(std::size_t(exec.pool().size()) * n, Cplx{0.0, 0.0});
     state->look_steering = to_cplx(state->beams.look_steering);
     state->emitter_steering = to_cplx(state->beams.emitter_steering);
-    if (!state->legacy) {
-      state->refactor_matrices.assign(cells * n * n, cf64(0.0, 0.0));
-      state->refactor_cells.assign(cells, 0);
-      state->refactor_info.assign(cells, 0);
-      state->solutions.assign(cells * n * shape.looks * e, std::byte{0});
-    }
+    state->refactor_matrices.assign(cells * n * n, cf64(0.0, 0.0));
+    state->refactor_cells.assign(cells, 0);
+    state->refactor_info.assign(cells, 0);
+    state->solutions.assign(cells * n * shape.looks * e, std::byte{0});
   }
   lanes_.set(exec, std::move(state));
 }
@@ -343,91 +291,8 @@ void AdaptiveStage::count_failures(Lane& state, std::uint64_t sequence, std::uin
 
 namespace {
 
-// The CPU lane's refactorization and beams of one frame (adaptive_math.hpp's formulas).
-//
-// Legacy path (COVFLOW_ADAPTIVE_LEGACY; removed with that switch): per cell, R summed and
-// factored by cholesky_lower in a worker's scratch, the beams by mvdr_weights's two solves.
-template <class T>
-void refactor_cpu_legacy(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells, bool all,
-                         double loading) {
-  const int n = s.n;
-  const T* ring = reinterpret_cast<const T*>(s.ring.data());
-  T* factors = reinterpret_cast<T*>(s.factors.data());
-  const std::size_t per_worker = s.work.size() / pool.size();
-  pool.parallel_for(cells, [&](std::size_t cell, unsigned worker) {
-    s.outcome[cell] = 0;
-    if (!all && s.flagged[cell] == 0 && s.pending[cell] == 0) return;
-    Cplx* r = s.work.data() + worker * per_worker;
-    std::fill(r, r + std::size_t(n) * n, Cplx{0.0, 0.0});
-    const T* base = ring + cell * std::size_t(s.columns) * n;
-    bool finite = true;
-    for (std::int64_t t = 0; t < s.filled; ++t) {
-      const T* v = base + ((s.start + t) % s.columns) * n;
-      for (int j = 0; j < n; ++j) {
-        const Cplx vj_conj{static_cast<double>(v[j].real()), -static_cast<double>(v[j].imag())};
-        for (int i = j; i < n; ++i) {
-          const Cplx vi{static_cast<double>(v[i].real()), static_cast<double>(v[i].imag())};
-          r[i + j * n] = r[i + j * n] + vi * vj_conj;
-        }
-      }
-    }
-    for (int j = 0; j < n; ++j) {
-      r[j + j * n].re += loading;
-      r[j + j * n].im = 0.0;
-      for (int i = j; i < n; ++i) finite = finite && std::isfinite(r[i + j * n].re) && std::isfinite(r[i + j * n].im);
-    }
-    const int info = finite ? cholesky_lower(r, n) : linalg::status::non_finite_input;
-    if (info == 0) {
-      T* l = factors + cell * std::size_t(n) * n;
-      using R = linalg::real_t<T>;
-      for (int j = 0; j < n; ++j)
-        for (int i = 0; i < n; ++i)
-          l[i + j * n] = i >= j ? T(static_cast<R>(r[i + j * n].re), static_cast<R>(r[i + j * n].im)) : T(0);
-    }
-    s.outcome[cell] = info != 0 ? 2 : (s.flagged[cell] != 0 ? 1 : 0);
-    s.status[cell] = info;
-    s.pending[cell] = info != 0 ? 1 : 0;
-  });
-}
-
-template <class T>
-void beams_cpu_legacy(linalg::ThreadPool& pool, AdaptiveStage::Lane& s, std::uint32_t cells,
-                      pipeline::FrameResults& results) {
-  const int n = s.n;
-  const std::size_t looks = s.beams.looks;
-  const T* factors = reinterpret_cast<const T*>(s.factors.data());
-  const std::size_t per_worker = s.work.size() / pool.size();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  pool.parallel_for(cells, [&](std::size_t cell, unsigned worker) {
-    Cplx* y = s.work.data() + worker * per_worker;
-    Cplx* w = y + n;
-    const HostFactor<T> factor{factors + cell * std::size_t(n) * n, n};
-    for (std::size_t look = 0; look < looks; ++look) {
-      const std::size_t beam = cell * looks + look;
-      std::complex<float>* out = results.weights.data() + beam * n;
-      results.sinr_db[beam] = nan;
-      results.null_depth_db[beam] = nan;
-      const Cplx* a = s.look_steering.data() + look * n;
-      if (s.status[cell] != 0 || !adaptive::mvdr_weights(factor, n, a, y, w)) {
-        std::fill(out, out + n, std::complex<float>(nan, nan));
-        continue;
-      }
-      for (int m = 0; m < n; ++m) out[m] = {static_cast<float>(w[m].re), static_cast<float>(w[m].im)};
-      if (!s.beams.has_model) continue;
-      const adaptive::BeamModelView model{s.emitter_steering.data(), s.beams.emitter_power.data(),
-                                          s.beams.emitter_jammer.data(), static_cast<int>(s.beams.emitter_power.size()),
-                                          s.beams.look_emitter[look], s.beams.look_power[look]};
-      double sinr = 0.0, null_depth = 0.0;
-      adaptive::beam_metrics(w, a, n, model, &sinr, &null_depth);
-      results.sinr_db[beam] = static_cast<float>(sinr);
-      results.null_depth_db[beam] = static_cast<float>(null_depth);
-    }
-    if (s.status[cell] != 0 && results.cell_status[cell] == 0) results.cell_status[cell] = s.status[cell];
-  });
-}
-
-// linalg path. The cells to refactor this frame (every cell, or those whose update/downdate failed
-// or whose factor is not valid yet) are packed; each one's window covariance
+// The CPU lane's refactorization of one frame. The cells to refactor (every cell, or those whose
+// update/downdate failed or whose factor is not valid yet) are packed; each one's window covariance
 //   R = Σ_window v·vᴴ + δ·I    (lower triangle, summed in double from the ring)
 // goes into its slot of the packed batch, one linalg::potrf<cf64> (lower) factors them all, and
 // the cells whose factor was formed get it rounded to the frames' type (strict upper triangle
@@ -482,10 +347,11 @@ void refactor_cpu(linalg::Exec& exec, AdaptiveStage::Lane& s, std::uint32_t cell
   });
 }
 
-// linalg path. B = cells × (N × L), each cell's columns the looks' steering vectors, solved in one
-// linalg::potrs<T> with the cells' factors: column l of cell c becomes z = R_c⁻¹·a_l, from which
-// adaptive::mvdr_weights_from_solution forms w = z / Re(aᴴz). Cells with a nonzero status are
-// solved too (with a factor that is not theirs) and their results ignored: NaN weights.
+// The CPU lane's beams of one frame. B = cells × (N × L), each cell's columns the looks' steering
+// vectors, solved in one linalg::potrs<T> with the cells' factors: column l of cell c becomes
+// z = R_c⁻¹·a_l, from which adaptive::mvdr_weights_from_solution forms w = z / Re(aᴴz). Cells with
+// a nonzero status are solved too (with a factor that is not theirs) and their results ignored:
+// NaN weights.
 template <class T>
 void beams_cpu(linalg::Exec& exec, AdaptiveStage::Lane& s, std::uint32_t cells, pipeline::FrameResults& results) {
   const int n = s.n;
@@ -659,10 +525,6 @@ void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
 #if COVFLOW_HAS_CUDA
       detail::AdaptiveDeviceLane& device = *state.device;
       const int start = static_cast<int>(state.start), length = static_cast<int>(state.filled);
-      if (state.legacy) {
-        device.refactor(static_cast<int>(cells), all, start, length);
-        return;
-      }
       // Every cell goes through potrf: one that needs no refactor holds the identity in its slot
       // (factored harmlessly, its info ignored), since which cells failed an update is known on
       // the device only. Then the looks' steering vectors into B and one potrs with the factors.
@@ -677,13 +539,8 @@ void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
 #endif
       return;
     }
-    if (state.legacy) {
-      refactor_cpu_legacy<T>(exec.pool(), state, cells, all, settings_.config.diagonal_loading);
-      beams_cpu_legacy<T>(exec.pool(), state, cells, results);
-    } else {
-      refactor_cpu<T>(exec, state, cells, all, settings_.config.diagonal_loading);
-      beams_cpu<T>(exec, state, cells, results);
-    }
+    refactor_cpu<T>(exec, state, cells, all, settings_.config.diagonal_loading);
+    beams_cpu<T>(exec, state, cells, results);
     results.cells = cells;
     std::uint32_t recovered = 0, unrecoverable = 0;
     for (std::uint32_t c = 0; c < cells; ++c) {

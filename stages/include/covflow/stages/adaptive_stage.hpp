@@ -4,8 +4,7 @@
 // and whenever an update or downdate fails (linalg::potrf on the window's covariance, in double);
 // MVDR weights for the configured look directions from one linalg::potrs per frame with every look
 // of every cell as a right-hand side; output SINR and null depth against the scenario's model
-// (docs/stages.md, "adaptive"). COVFLOW_ADAPTIVE_LEGACY=1, read by prepare(), selects the former
-// hand-written factorisation and solves instead — temporary, to time both in one binary.
+// (docs/stages.md, "adaptive").
 //
 //   R = (1/W)·Σ_{window} x·xᴴ + δ·I        (δ: diagonal_loading, in units of the noise power per
 //                                          element, which is 1 in the scenario's model)
