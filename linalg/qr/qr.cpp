@@ -8,14 +8,11 @@
 namespace covflow::linalg {
 namespace {
 
-std::string shape(std::int64_t rows, std::int64_t cols) { return std::to_string(rows) + "×" + std::to_string(cols); }
+using detail::shape;
 
 template <class T>
 void require_dims(const Batch<T>& x, const char* op, const char* what) {
-  validate(x, op, what);
-  detail::require_int32(x.rows, op, "m");
-  detail::require_int32(x.cols, op, "n");
-  detail::require_int32(x.ld, op, "ld");
+  detail::require_dims(x, op, what, "m", "n");
 }
 
 void require_tau(std::size_t have, std::int64_t count, std::int64_t k, const char* op) {

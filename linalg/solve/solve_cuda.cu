@@ -18,7 +18,6 @@
 //           an exact zero (info = its index; B untouched).
 // No call synchronises the host; per-matrix status goes to info on the device.
 #include <algorithm>
-#include <climits>
 #include <complex>
 #include <string>
 #include <type_traits>
@@ -146,11 +145,6 @@ __global__ void fixup_kernel(D* a, std::int64_t ld, std::int64_t stride, int n, 
 // exactly zero pivot (Inf and NaN in L) where LAPACK leaves the column as it is and goes on; this
 // API promises LAPACK's behaviour. Flagged (non-finite) matrices are skipped (fixup_kernel writes
 // their result).
-template <class D>
-__device__ inline sreal_t<D> abs1_of(D v) {
-  if constexpr (is_cx<D>) return fabs(v.x) + fabs(v.y);
-  else return fabs(v);
-}
 constexpr int kGetf2Threads = 256;
 
 template <class D>
@@ -171,7 +165,7 @@ __global__ void __launch_bounds__(kGetf2Threads) getf2_kernel(D* a, std::int64_t
       R value = R(-1);
       int row = n;
       for (int i = j + tid; i < n; i += blockDim.x) {
-        const R v = abs1_of(m[i + j * ld]);
+        const R v = tiny::abs1(m[i + j * ld]);
         if (v > value) {  // strided rows ascend per thread: the first largest is kept
           value = v;
           row = i;
@@ -218,7 +212,7 @@ __global__ void __launch_bounds__(kGetf2Threads) getf2_kernel(D* a, std::int64_t
       // As ?getrf2: multiply by the reciprocal unless the pivot is below the safe minimum; the
       // arithmetic rounds step by step as reference LAPACK does (solve_tiny.cuh).
       const D pivot = m[j + j * ld];
-      const bool small = abs1_of(pivot) < tiny::sfmin<R>();
+      const bool small = tiny::abs1(pivot) < tiny::sfmin<R>();
       const D inverse = tiny::divide(from_real<D>(R(1)), pivot);
       for (int i = j + 1 + tid; i < n; i += blockDim.x) {
         D& x = m[i + j * ld];
