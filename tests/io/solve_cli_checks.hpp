@@ -96,7 +96,9 @@ T from_z(Z v) {
 }
 
 // `count` row-major n × n general matrices: random, then every third one graded (row i scaled by
-// 10^(−4i/n)) and every third one near singular (its last row the first one's plus 10⁻⁶ noise).
+// 10^(−4i/n)) and every third one near singular: its last row is the first one's with 10⁻⁶ of that
+// row's largest entry added to the last element. (A relative 10⁻⁶ noise on every element could round
+// away in single precision, leaving two equal rows and an exactly singular matrix.)
 template <class T>
 std::vector<T> general_matrices(std::size_t count, std::size_t n, std::mt19937_64& rng) {
   std::vector<T> a = random_normal<T>(count * n * n, rng);
@@ -105,8 +107,14 @@ std::vector<T> general_matrices(std::size_t count, std::size_t n, std::mt19937_6
     if (b % 3 == 1)
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < n; ++j) m[i * n + j] *= static_cast<linalg::real_t<T>>(std::pow(10.0, -4.0 * i / n));
-    if (b % 3 == 2 && n > 1)
-      for (std::size_t j = 0; j < n; ++j) m[(n - 1) * n + j] = m[j] + m[(n - 1) * n + j] * static_cast<linalg::real_t<T>>(1e-6);
+    if (b % 3 == 2 && n > 1) {
+      double largest = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        m[(n - 1) * n + j] = m[j];
+        largest = std::max(largest, double(std::abs(m[j])));
+      }
+      m[(n - 1) * n + n - 1] += static_cast<linalg::real_t<T>>(1e-6 * largest);
+    }
   }
   return a;
 }
