@@ -160,11 +160,19 @@ __device__ inline int pivot_search(unsigned mask, bool candidate, R value, int k
 
 // ---- LU: getrf / gesv ---------------------------------------------------------------------------
 
+// Complex double at n = 32 holds 64 doubles of row per lane and would take all 255 registers at
+// one block per SM (12.5 % occupancy, latency-bound under ncu); asking for four blocks caps it at
+// 128 registers with some spilling: 2²⁰ getrf went from 99.9 to 71.8 ms on the H100 (three blocks:
+// 75.5 ms). Cholesky's factor kernel has as many registers there, but the same cap made potrf
+// slower (27.5 → 39.3 ms on the H100, both binaries in one run), so it keeps one block.
+template <class T, int kNp>
+inline constexpr int kLuMinBlocks = sizeof(T) == 16 && kNp == 32 ? 4 : 1;
+
 // One group per matrix; lane i loads row i. Factors with lazy swaps, then (kSolve, gesv) solves
 // A·X = B for every chunk of B, then writes LU rows to their final positions. getrf is compiled
 // without the solve, which leaves its registers to the factorization.
 template <class T, int kNp, bool kSolve>
-__global__ void __launch_bounds__(kThreads) lu_kernel(Args<T> args) {
+__global__ void __launch_bounds__(kThreads, (kLuMinBlocks<T, kNp>)) lu_kernel(Args<T> args) {
   constexpr int kGroups = kThreads / kNp;
   __shared__ T buffer[kGroups][2][kNp > kRhs ? kNp : kRhs];
   const unsigned mask = cuda::group_mask<kNp>();
