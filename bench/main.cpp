@@ -22,6 +22,7 @@
 #include "rsvd_bench.hpp"
 #include "svd_bench.hpp"
 #include "tiny_bench.hpp"
+#include "tlr_bench.hpp"
 #if COVFLOW_HAS_CUDA
 #include "heev_chase_bench.hpp"
 #endif
@@ -61,6 +62,12 @@ int main(int argc, char** argv) {
   rsvd->fallthrough();
   rsvd->add_option("--dtype", settings.dtype, "Only this element type")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
   rsvd->add_option("--shape", settings.shapes, "Only these MxNxBATCHrRANK rows (rank 0: fixed accuracy)");
+  auto* tlr = app.add_subcommand("tlr", "Tile low-rank GEMM (LLD, LLL) and Cholesky + solve vs dense cuBLAS GEMM and "
+                                         "cuSOLVER Xpotrf + Xpotrs (not run by `all`)");
+  tlr->fallthrough();
+  tlr->add_option("--dtype", settings.dtype, "Element type (default cf64)")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
+  tlr->add_option("--shape", settings.shapes, "Only these OP/INPUT/N/TILE/TOL rows, e.g. gemm/exp/16384/1024/1e-6, "
+                                              "potrf/exp/32768/1024/1e-6 (repeatable)");
   auto* tiny = app.add_subcommand("tiny", "Batched tiny (n ≤ 32) getrf/getrs/potrf/potrs/geqrf vs cuBLAS/cuSOLVER's "
                                            "batched routines, with each row's memory floor (not run by `all`)");
   tiny->fallthrough();  // --json, --reps, --quick … may follow the subcommand
@@ -182,6 +189,7 @@ int main(int argc, char** argv) {
     if (qr->parsed() || all->parsed()) checked(bench::run_qr_bench(settings, gpu.get(), cpu));
     if (svd->parsed() || all->parsed()) checked(bench::run_svd_bench(settings, gpu.get(), cpu));
     if (rsvd->parsed() || all->parsed()) checked(bench::run_rsvd_bench(settings, gpu.get()));
+    if (tlr->parsed()) checked(bench::run_tlr_bench(settings, gpu.get()));
     if (tiny->parsed()) checked(bench::run_tiny_bench(settings, tiny_options, gpu.get()));
     if (adaptive->parsed()) checked(bench::run_adaptive_bench(settings, adaptive_options, gpu.get(), cpu));
     if (pipeline->parsed() || all->parsed()) {

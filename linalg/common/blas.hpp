@@ -73,6 +73,20 @@ void zgesvj_(const char* joba, const char* jobu, const char* jobv, const int* m,
              covflow::linalg::cf64* a, const int* lda, double* sva, const int* mv, covflow::linalg::cf64* v,
              const int* ldv, covflow::linalg::cf64* cwork, const int* lwork, double* rwork, const int* lrwork,
              int* info, std::size_t, std::size_t, std::size_t);
+void sgesvd_(const char* jobu, const char* jobvt, const int* m, const int* n, float* a, const int* lda, float* s,
+             float* u, const int* ldu, float* vt, const int* ldvt, float* work, const int* lwork, int* info,
+             std::size_t, std::size_t);
+void dgesvd_(const char* jobu, const char* jobvt, const int* m, const int* n, double* a, const int* lda, double* s,
+             double* u, const int* ldu, double* vt, const int* ldvt, double* work, const int* lwork, int* info,
+             std::size_t, std::size_t);
+void cgesvd_(const char* jobu, const char* jobvt, const int* m, const int* n, covflow::linalg::cf32* a,
+             const int* lda, float* s, covflow::linalg::cf32* u, const int* ldu, covflow::linalg::cf32* vt,
+             const int* ldvt, covflow::linalg::cf32* work, const int* lwork, float* rwork, int* info, std::size_t,
+             std::size_t);
+void zgesvd_(const char* jobu, const char* jobvt, const int* m, const int* n, covflow::linalg::cf64* a,
+             const int* lda, double* s, covflow::linalg::cf64* u, const int* ldu, covflow::linalg::cf64* vt,
+             const int* ldvt, covflow::linalg::cf64* work, const int* lwork, double* rwork, int* info, std::size_t,
+             std::size_t);
 void sgemm_(const char* ta, const char* tb, const int* m, const int* n, const int* k, const float* alpha,
             const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
             const int* ldc, std::size_t, std::size_t);
@@ -227,6 +241,26 @@ inline void gesvj(char joba, char jobu, char jobv, int m, int n, cf32* a, int ld
 inline void gesvj(char joba, char jobu, char jobv, int m, int n, cf64* a, int lda, double* sva, int mv, cf64* v,
                   int ldv, cf64* cwork, int lwork, double* rwork, int lrwork, int* info) {
   zgesvj_(&joba, &jobu, &jobv, &m, &n, a, &lda, sva, &mv, v, &ldv, cwork, &lwork, rwork, &lrwork, info, 1, 1, 1);
+}
+
+// SVD by bidiagonalisation (?gesvd): A = U·Σ·Vᴴ, σ descending; jobu / jobvt 'S' give the thin
+// U (m × min) and Vᴴ (min × n). A is destroyed. For real T rwork is unused; for complex T it holds
+// 5·min(m, n) reals. lwork = -1 is a workspace query. info > 0: the QR iteration did not converge.
+inline void gesvd(char jobu, char jobvt, int m, int n, float* a, int lda, float* s, float* u, int ldu, float* vt,
+                  int ldvt, float* work, int lwork, float*, int* info) {
+  sgesvd_(&jobu, &jobvt, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, info, 1, 1);
+}
+inline void gesvd(char jobu, char jobvt, int m, int n, double* a, int lda, double* s, double* u, int ldu, double* vt,
+                  int ldvt, double* work, int lwork, double*, int* info) {
+  dgesvd_(&jobu, &jobvt, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, info, 1, 1);
+}
+inline void gesvd(char jobu, char jobvt, int m, int n, cf32* a, int lda, float* s, cf32* u, int ldu, cf32* vt,
+                  int ldvt, cf32* work, int lwork, float* rwork, int* info) {
+  cgesvd_(&jobu, &jobvt, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork, info, 1, 1);
+}
+inline void gesvd(char jobu, char jobvt, int m, int n, cf64* a, int lda, double* s, cf64* u, int ldu, cf64* vt,
+                  int ldvt, cf64* work, int lwork, double* rwork, int* info) {
+  zgesvd_(&jobu, &jobvt, &m, &n, a, &lda, s, u, &ldu, vt, &ldvt, work, &lwork, rwork, info, 1, 1);
 }
 
 // C := alpha · op(A) · op(B) + beta · C; op 'N', 'T' or 'C'.

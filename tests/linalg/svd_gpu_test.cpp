@@ -242,6 +242,23 @@ TYPED_TEST(GesvjGpu, RankDeficient) {
   }
 }
 
+// Singular values that fall through ε·σ₁ and far below it (?latms, geometric and log-uniform to
+// κ = 1e30, or 1e15 in float): most columns are rounding noise. These converge within the sweep
+// limit with every check met. (The off-diagonal tiles of exponential-kernel matrices, whose noise
+// columns shrink towards underflow, may not — 21 of 56 tiles of 256² at 30 sweeps on the H100;
+// tlr_compress does not need convergence, docs/tlr.md says why. Open in the SVD issue.)
+TYPED_TEST(GesvjGpu, SpectraDecayingFarBelowEpsilon) {
+  using T = TypeParam;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("gesvj gpu decaying spectra"));
+  const double cond = std::is_same_v<real_t<T>, float> ? 1e15 : 1e30;
+  for (int mode : {3, 5})
+    for (int n : {32, 64, 100, 128, 256, 512}) {
+      const SvdErrors e = run_and_check<T>(exec, test::latms_spec(n, n, batch_for(n, n) * 4, mode, cond), rng, 8);
+      print_errors("mode " + std::to_string(mode) + " κ=1e" + std::to_string(int(std::log10(cond))) + " " + shape_name(n, n), e);
+    }
+}
+
 // A = B·D: the small singular values to relative accuracy ~ε·κ(B), Jacobi's selling point.
 TYPED_TEST(GesvjGpu, GradedRelativeAccuracy) {
   using T = TypeParam;
