@@ -145,6 +145,56 @@ void check_single_document(std::string_view yaml, const Origin& origin, const st
   fail(origin.name, key, "expected one YAML document (got more)");
 }
 
+// A list of mappings of number fields at `path` (set at `where`): each field known, given once,
+// in range; the required ones present; the others at their defaults unless given.
+template <class Item, std::size_t N>
+std::vector<Item> parse_items(const YAML::Node& node, const std::string& path, const std::string& where, const Origin& origin,
+                              const std::array<detail::ItemField<Item>, N>& fields, std::string_view example) {
+  std::vector<std::string> field_names, required;
+  for (const auto& f : fields) {
+    field_names.emplace_back(f.name);
+    if (f.required) required.emplace_back(f.name);
+  }
+  const std::string required_text =
+      required.size() == 1 ? required[0]
+                           : fmt::format("{} and {}", fmt::join(required.begin(), required.end() - 1, ", "), required.back());
+  if (!node.IsSequence())
+    fail(where, path, fmt::format("expected a list of {{{}}} mappings, such as {} (got {})", fmt::join(required, ", "), example,
+                                  got(node)));
+  std::vector<Item> out;
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    const YAML::Mark item_mark = mark_of(item, node.Mark());
+    const std::string item_key = fmt::format("{}[{}]", path, i);
+    if (!item.IsMap())
+      fail(origin.where(item_mark), item_key, fmt::format("expected a mapping with {} (got {})", required_text, got(item)));
+    Item value_of_item{};
+    std::map<std::string, int> seen;
+    for (auto it = item.begin(); it != item.end(); ++it) {
+      const std::string name = it->first.IsScalar() ? it->first.Scalar() : std::string();
+      const std::string name_where = origin.where(mark_of(it->first, item_mark));
+      const auto known = std::find(field_names.begin(), field_names.end(), name);
+      if (known == field_names.end())
+        fail(name_where, item_key + "." + name,
+             fmt::format("unknown key; expected one of {}{}", fmt::join(field_names, ", "), did_you_mean(name, field_names)));
+      if (auto [first, fresh] = seen.emplace(name, it->first.Mark().line + 1); !fresh)
+        fail(name_where, item_key + "." + name, fmt::format("given twice (first on line {})", first->second));
+      const auto& spec = fields[std::size_t(known - field_names.begin())];
+      const auto value = as_real(it->second);
+      if (!value || !spec.range.contains(*value))
+        fail(origin.where(mark_of(it->second, item_mark)), item_key + "." + name,
+             fmt::format("expected a number in {} (got {})", spec.range.text(), got(it->second)));
+      value_of_item.*spec.member = *value;
+    }
+    for (const auto& spec : fields)
+      if (spec.required && !seen.contains(std::string(spec.name)))
+        fail(origin.where(item_mark), item_key + "." + std::string(spec.name),
+             fmt::format("required: expected a number in {} (got nothing)", spec.range.text()));
+    out.push_back(value_of_item);
+  }
+  return out;
+}
+
 class Loader {
  public:
   explicit Loader(std::string base_where) : base_where_(std::move(base_where)) {}
@@ -220,6 +270,7 @@ class Loader {
   // Rules between keys, checked once everything is applied. The error names the key the rule
   // is about, where that key (or the key that made the rule apply) was set.
   void check_rules() {
+    check_array();
     const Config& c = config;
     if (c.ingest.source == IngestSource::file && c.ingest.file.path.empty())
       fail(where_of({"ingest.file.path", "ingest.source"}), "ingest.file.path",
@@ -253,6 +304,11 @@ class Loader {
       fail_at({"scenario.jammers", "scenario.sources", "scenario.elements"},
            fmt::format("expected fewer emitters (sources and jammers) than scenario.elements ({}) (got {})",
                        c.scenario.elements, emitters));
+    if (c.scenario.covariance != ScenarioCovariance::sample && c.scenario.payload != ScenarioPayload::covariance)
+      fail(where_of({"scenario.covariance", "scenario.payload"}), "scenario.covariance",
+           fmt::format("expected sample when scenario.payload is '{}': model and wishart are what covariance frames "
+                       "carry (got {})",
+                       name(c.scenario.payload), name(c.scenario.covariance)));
     const double element_bytes = c.scenario.element_type == SampleType::cf64 ? 16 : 8;
     const double per_cell = c.scenario.payload == ScenarioPayload::snapshots
                                 ? double(c.scenario.elements) * double(c.scenario.snapshots)
@@ -277,6 +333,11 @@ class Loader {
       fail(where_of({"pipeline.stages.subspace.angle_grid.max_deg", "pipeline.stages.subspace.angle_grid.min_deg"}),
            "pipeline.stages.subspace.angle_grid.max_deg",
            fmt::format("expected more than angle_grid.min_deg ({}) (got {})", grid.min_deg, grid.max_deg));
+    if (c.pipeline.stages.subspace.enabled && c.scenario.geometry != ArrayGeometry::linear)
+      fail(where_of({"pipeline.stages.subspace.enabled", "scenario.geometry"}), "pipeline.stages.subspace.enabled",
+           fmt::format("expected false when scenario.geometry is '{}': the subspace stage computes its MUSIC spectrum "
+                       "through FFTs along a uniform linear array (got true)",
+                       name(c.scenario.geometry)));
     check_subspace_method();
     const struct {
       const char* key;
@@ -295,6 +356,39 @@ class Loader {
   }
 
  private:
+  // A planar array has rows × cols elements and a list as many as it has positions: that is
+  // scenario.elements for them (the channel count everything downstream reads), and a value given
+  // for it too must agree. Positions given for another geometry would be silently unused.
+  void check_array() {
+    ScenarioConfig& s = config.scenario;
+    if (s.geometry != ArrayGeometry::positions && !s.positions.empty())
+      fail(where_of({"scenario.positions"}), "scenario.positions",
+           fmt::format("expected no positions when scenario.geometry is '{}' (got {}); set scenario.geometry to "
+                       "positions to use them",
+                       name(s.geometry), s.positions.size()));
+    std::int64_t elements = 0;
+    std::string array;
+    if (s.geometry == ArrayGeometry::planar) {
+      elements = s.planar.rows * s.planar.cols;
+      if (elements < 2 || elements > 4096)
+        fail_at({"scenario.planar.cols", "scenario.planar.rows", "scenario.geometry"},
+                fmt::format("expected rows × cols in [2, 4096] (got {} × {} = {})", s.planar.rows, s.planar.cols, elements));
+      array = fmt::format("a {} × {} planar array", s.planar.rows, s.planar.cols);
+    } else if (s.geometry == ArrayGeometry::positions) {
+      elements = std::int64_t(s.positions.size());
+      if (elements < 2)
+        fail(where_of({"scenario.positions", "scenario.geometry"}), "scenario.positions",
+             fmt::format("expected at least 2 positions when scenario.geometry is 'positions' (got {})", elements));
+      array = fmt::format("{} listed positions", elements);
+    } else {
+      return;
+    }
+    if (set_at_.contains("scenario.elements") && s.elements != elements)
+      fail(where_of({"scenario.elements"}), "scenario.elements",
+           fmt::format("expected {} for {}, or no value (got {})", elements, array, s.elements));
+    s.elements = elements;
+  }
+
   // The svd method decomposes each cell's N × K snapshot matrix of one frame: it needs snapshot
   // frames, K ≥ N (else U lacks part of the noise subspace), and an estimate of one frame. The
   // input's kind is known here for the generator and a feed; a file's records say it only once the
@@ -456,42 +550,53 @@ class Loader {
         field(self.config) = std::move(values);
       }
       void operator()(std::vector<Emitter>& (*field)(Config&)) const {
-        if (!node.IsSequence()) bad("a list of {angle_deg, power_db} mappings, such as [{angle_deg: 10, power_db: 20}]");
-        std::vector<Emitter> emitters;
-        std::vector<std::string> field_names;
-        for (const auto& f : detail::emitter_fields()) field_names.emplace_back(f.name);
+        field(self.config) = parse_items(node, path, where, origin, detail::emitter_fields(), "[{angle_deg: 10, power_db: 20}]");
+      }
+      void operator()(std::vector<ClutterSector>& (*field)(Config&)) const {
+        field(self.config) =
+            parse_items(node, path, where, origin, detail::clutter_fields(), "[{center_deg: 0, width_deg: 30, power_db: 20}]");
+        for (std::size_t i = 0; i < node.size(); ++i) {
+          // The sector's own rule: it lies within the azimuths an emitter may have.
+          const ClutterSector& sector = field(self.config)[i];
+          const double widest = 2.0 * (90.0 - std::abs(sector.center_deg));
+          if (sector.width_deg > widest)
+            fail(origin.where(mark_of(node[i], node.Mark())), fmt::format("{}[{}].width_deg", path, i),
+                 fmt::format("expected at most {} for a sector centred at {}, so that it lies within [-90, 90] (got {})",
+                             widest, sector.center_deg, sector.width_deg));
+        }
+      }
+      void operator()(std::vector<ElementPosition>& (*field)(Config&)) const {
+        const std::string expected = fmt::format("a list of at most {} positions [x, y, z] with coordinates in {}, such "
+                                                 "as [[0, 0, 0], [0, 0.5, 0]]",
+                                                 key.ints.max, key.reals.text());
+        if (!node.IsSequence() || std::int64_t(node.size()) < key.ints.min || std::int64_t(node.size()) > key.ints.max)
+          bad(expected);
+        std::vector<ElementPosition> positions;
         for (std::size_t i = 0; i < node.size(); ++i) {
           const YAML::Node item = node[i];
-          const YAML::Mark item_mark = mark_of(item, node.Mark());
+          const std::string item_where = origin.where(mark_of(item, node.Mark()));
           const std::string item_key = fmt::format("{}[{}]", path, i);
-          if (!item.IsMap())
-            fail(origin.where(item_mark), item_key,
-                 fmt::format("expected a mapping with angle_deg and power_db (got {})", got(item)));
-          Emitter emitter;
-          std::map<std::string, int> seen;
-          for (auto it = item.begin(); it != item.end(); ++it) {
-            const std::string name = it->first.IsScalar() ? it->first.Scalar() : std::string();
-            const std::string name_where = origin.where(mark_of(it->first, item_mark));
-            const auto known = std::find(field_names.begin(), field_names.end(), name);
-            if (known == field_names.end())
-              fail(name_where, item_key + "." + name,
-                   fmt::format("unknown key; expected one of {}{}", fmt::join(field_names, ", "), did_you_mean(name, field_names)));
-            if (auto [first, fresh] = seen.emplace(name, it->first.Mark().line + 1); !fresh)
-              fail(name_where, item_key + "." + name, fmt::format("given twice (first on line {})", first->second));
-            const auto& spec = detail::emitter_fields()[std::size_t(known - field_names.begin())];
-            const auto value = as_real(it->second);
-            if (!value || !spec.range.contains(*value))
-              fail(origin.where(mark_of(it->second, item_mark)), item_key + "." + name,
-                   fmt::format("expected a number in {} (got {})", spec.range.text(), got(it->second)));
-            emitter.*spec.member = *value;
+          if (!item.IsSequence() || item.size() != 3)
+            fail(item_where, item_key,
+                 fmt::format("expected [x, y, z] with each coordinate a number in {} (got {})", key.reals.text(),
+                             item.IsSequence() ? fmt::format("a list of {}", item.size()) : got(item)));
+          double xyz[3];
+          for (std::size_t d = 0; d < 3; ++d) {
+            const auto value = as_real(item[d]);
+            if (!value || !key.reals.contains(*value))
+              fail(origin.where(mark_of(item[d], item.Mark())), fmt::format("{}[{}]", item_key, d),
+                   fmt::format("expected a number in {} (got {})", key.reals.text(), got(item[d])));
+            xyz[d] = *value;
           }
-          for (const auto& spec : detail::emitter_fields())
-            if (!seen.contains(std::string(spec.name)))
-              fail(origin.where(item_mark), item_key + "." + std::string(spec.name),
-                   fmt::format("required: expected a number in {} (got nothing)", spec.range.text()));
-          emitters.push_back(emitter);
+          const ElementPosition position{xyz[0], xyz[1], xyz[2]};
+          // Two elements in one place would be one element counted twice.
+          if (const auto same = std::find(positions.begin(), positions.end(), position); same != positions.end())
+            fail(item_where, item_key,
+                 fmt::format("expected a position of its own (got [{}, {}, {}], the position of {}[{}])", position.x,
+                             position.y, position.z, path, same - positions.begin()));
+          positions.push_back(position);
         }
-        field(self.config) = std::move(emitters);
+        field(self.config) = std::move(positions);
       }
     };
     std::visit(Visitor{*this, key, node, path, where, origin, reject}, key.access);

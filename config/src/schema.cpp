@@ -135,14 +135,38 @@ std::vector<Key> make_keys() {
                       "formed from (the source count's K)",
        .ints = {1, 1'000'000}},
       // scenario
+      {.path = "scenario.geometry", .access = COVFLOW_CHOICE(scenario.geometry),
+       .description = "The array: linear (scenario.elements spaced scenario.spacing_wavelengths apart), planar "
+                      "(scenario.planar) or positions (scenario.positions); docs/scenario.md has the coordinate frame",
+       .choices = names(array_geometry_names)},
       {.path = "scenario.elements", .access = COVFLOW_REF(scenario.elements),
-       .description = "Elements of the uniform linear array (channels)", .ints = {2, 4096}},
+       .description = "Elements of the linear array (channels). For geometry planar and positions it is rows × cols "
+                      "or the number of positions: leave it out, or give that number",
+       .ints = {2, 4096}},
       {.path = "scenario.spacing_wavelengths", .access = COVFLOW_REF(scenario.spacing_wavelengths),
-       .description = "Element spacing in wavelengths (0.5: no grating lobes)", .reals = {0, 10, true, false}},
+       .description = "Element spacing of the linear array in wavelengths (0.5: no grating lobes)",
+       .reals = {0, 10, true, false}},
+      {.path = "scenario.planar.rows", .access = COVFLOW_REF(scenario.planar.rows),
+       .description = "Rows of the planar array (geometry planar), stacked upward (z); rows × cols is in [2, 4096]",
+       .ints = {1, 4096}},
+      {.path = "scenario.planar.cols", .access = COVFLOW_REF(scenario.planar.cols),
+       .description = "Columns of the planar array: elements per row, along y as the linear array's elements",
+       .ints = {1, 4096}},
+      {.path = "scenario.planar.row_spacing_wavelengths", .access = COVFLOW_REF(scenario.planar.row_spacing_wavelengths),
+       .description = "Distance between neighbouring rows in wavelengths", .reals = {0, 10, true, false}},
+      {.path = "scenario.planar.col_spacing_wavelengths", .access = COVFLOW_REF(scenario.planar.col_spacing_wavelengths),
+       .description = "Distance between neighbouring columns in wavelengths", .reals = {0, 10, true, false}},
+      {.path = "scenario.positions", .access = COVFLOW_REF(scenario.positions),
+       .description = "Element positions (geometry positions), each [x, y, z] in wavelengths, element 0 (the phase "
+                      "reference) first; no two alike",
+       .ints = {0, 4096}, .reals = {-100'000, 100'000}},
       {.path = "scenario.sources", .access = COVFLOW_REF(scenario.sources),
-       .description = "Target signals, each {angle_deg, power_db}"},
+       .description = "Target signals, each {angle_deg, power_db} and optionally elevation_deg"},
       {.path = "scenario.jammers", .access = COVFLOW_REF(scenario.jammers),
-       .description = "Jammers (interference to be nulled), each {angle_deg, power_db}"},
+       .description = "Jammers (interference to be nulled), each {angle_deg, power_db} and optionally elevation_deg"},
+      {.path = "scenario.clutter", .access = COVFLOW_REF(scenario.clutter),
+       .description = "Clutter (diffuse interference) sectors, each {center_deg, width_deg, power_db} and optionally "
+                      "elevation_deg and step_deg"},
       {.path = "scenario.snapshots", .access = COVFLOW_REF(scenario.snapshots),
        .description = "Snapshots (samples per channel) per cell per frame", .ints = {1, 1'000'000}},
       {.path = "scenario.cells", .access = COVFLOW_REF(scenario.cells),
@@ -153,7 +177,14 @@ std::vector<Key> make_keys() {
        .description = "Seed of the generator; the same seed gives the same frames",
        .ints = {0, std::numeric_limits<std::int64_t>::max()}},
       {.path = "scenario.payload", .access = COVFLOW_CHOICE(scenario.payload),
-       .description = "Frames carry the snapshots or their sample covariance", .choices = names(scenario_payload_names)},
+       .description = "Frames carry the snapshots, or one covariance matrix per cell (which one: scenario.covariance)",
+       .choices = names(scenario_payload_names)},
+      {.path = "scenario.covariance", .access = COVFLOW_CHOICE(scenario.covariance),
+       .description = "What covariance frames carry: sample, the sample covariance of the generated snapshots; model, "
+                      "the model covariance itself (no estimation noise); wishart, the sample covariance of "
+                      "scenario.snapshots draws from the model, made from its Cholesky factor. model and wishart need "
+                      "payload covariance; docs/scenario.md has their costs",
+       .choices = names(scenario_covariance_names)},
       {.path = "scenario.element_type", .access = COVFLOW_CHOICE(scenario.element_type),
        .description = "Complex sample type of the frames", .choices = names(sample_type_names)},
       // pipeline
@@ -240,10 +271,27 @@ const std::vector<Key>& keys() {
   return table;
 }
 
-const std::array<EmitterField, 2>& emitter_fields() {
-  static const std::array<EmitterField, 2> fields{{
-      {"angle_deg", &Emitter::angle_deg, {-90, 90}, "Direction from broadside, positive toward increasing element index"},
+const std::array<ItemField<Emitter>, 3>& emitter_fields() {
+  static const std::array<ItemField<Emitter>, 3> fields{{
+      {"angle_deg", &Emitter::angle_deg, {-90, 90},
+       "Azimuth from broadside, positive toward increasing element index (+y; docs/scenario.md)"},
       {"power_db", &Emitter::power_db, {-100, 100}, "Power per element in dB relative to the noise power per element"},
+      {"elevation_deg", &Emitter::elevation_deg, {-90, 90}, "Elevation above the horizontal plane (x, y), positive up (+z)",
+       false},
+  }};
+  return fields;
+}
+
+const std::array<ItemField<ClutterSector>, 5>& clutter_fields() {
+  static const std::array<ItemField<ClutterSector>, 5> fields{{
+      {"center_deg", &ClutterSector::center_deg, {-90, 90}, "Azimuth of the sector's centre, as an emitter's angle_deg"},
+      {"width_deg", &ClutterSector::width_deg, {0, 180, true, false},
+       "Azimuth width of the sector; the sector lies within [-90, 90]"},
+      {"power_db", &ClutterSector::power_db, {-100, 100},
+       "Power of the whole sector per element in dB relative to the noise power per element"},
+      {"elevation_deg", &ClutterSector::elevation_deg, {-90, 90}, "Elevation of the sector, as an emitter's", false},
+      {"step_deg", &ClutterSector::step_deg, {0.001, 10},
+       "Largest azimuth step between the point scatterers that model the sector", false},
   }};
   return fields;
 }
@@ -288,6 +336,26 @@ std::string quote(std::string_view text) {
   return out + "\"";
 }
 
+namespace {
+
+// A list of mappings in flow style: every required field, and the optional ones that differ from
+// their default (a list that uses no optional field reads as it would be written by hand).
+template <class Item, std::size_t N>
+std::string items_text(const std::vector<Item>& list, const std::array<ItemField<Item>, N>& fields) {
+  const Item defaults{};
+  std::vector<std::string> items;
+  for (const Item& item : list) {
+    std::vector<std::string> parts;
+    for (const auto& field : fields)
+      if (field.required || item.*field.member != defaults.*field.member)
+        parts.push_back(fmt::format("{}: {}", field.name, item.*field.member));
+    items.push_back(fmt::format("{{{}}}", fmt::join(parts, ", ")));
+  }
+  return fmt::format("[{}]", fmt::join(items, ", "));
+}
+
+}  // namespace
+
 std::string value_text(const Key& key, const Config& config) {
   Config& c = const_cast<Config&>(config);  // accessors are shared by reads and writes; this one only reads
   struct Visitor {
@@ -303,9 +371,11 @@ std::string value_text(const Key& key, const Config& config) {
     std::string operator()(ChoiceRef f) const { return std::string(key.choices.at(std::size_t(f.get(c)))); }
     std::string operator()(std::vector<std::int64_t>& (*f)(Config&)) const { return fmt::format("[{}]", fmt::join(f(c), ", ")); }
     std::string operator()(std::vector<double>& (*f)(Config&)) const { return fmt::format("[{}]", fmt::join(f(c), ", ")); }
-    std::string operator()(std::vector<Emitter>& (*f)(Config&)) const {
+    std::string operator()(std::vector<Emitter>& (*f)(Config&)) const { return items_text(f(c), emitter_fields()); }
+    std::string operator()(std::vector<ClutterSector>& (*f)(Config&)) const { return items_text(f(c), clutter_fields()); }
+    std::string operator()(std::vector<ElementPosition>& (*f)(Config&)) const {
       std::vector<std::string> items;
-      for (const Emitter& e : f(c)) items.push_back(fmt::format("{{angle_deg: {}, power_db: {}}}", e.angle_deg, e.power_db));
+      for (const ElementPosition& p : f(c)) items.push_back(fmt::format("[{}, {}, {}]", p.x, p.y, p.z));
       return fmt::format("[{}]", fmt::join(items, ", "));
     }
   };
@@ -327,8 +397,10 @@ std::string type_of(const Key& key) {
     case 4: return "string";
     case 5: return "string";
     case 6: return "list of integers";
+    case 7: return "list of emitters";
     case 8: return "list of numbers";
-    default: return "list of emitters";
+    case 9: return "list of clutter sectors";
+    default: return "list of positions";
   }
 }
 
@@ -342,8 +414,19 @@ std::string allowed_of(const Key& key) {
     case 5: return fmt::format("{}", fmt::join(key.choices, ", "));
     case 6: return "each in " + key.ints.text() + ", no repeats";
     case 8: return fmt::format("{} to {} items, each in {}", key.ints.min, key.ints.max, key.reals.text());
+    case 10: return fmt::format("{} to {} items [x, y, z], each coordinate in {}", key.ints.min, key.ints.max, key.reals.text());
     default: return "see below";
   }
+}
+
+// The fields of a list of mappings, as rows of the reference below the list's own.
+template <class Item, std::size_t N>
+void add_fields(std::vector<KeyInfo>& out, const Key& key, const std::array<detail::ItemField<Item>, N>& fields) {
+  const Item defaults{};
+  for (const auto& field : fields)
+    out.push_back({std::string(key.path) + "[]." + std::string(field.name), "number", field.range.text(),
+                   field.required ? std::string("required") : fmt::format("{}", defaults.*field.member),
+                   std::string(field.description)});
 }
 
 }  // namespace
@@ -354,10 +437,8 @@ std::vector<KeyInfo> schema_keys() {
   for (const Key& key : detail::keys()) {
     out.push_back({std::string(key.path), type_of(key), allowed_of(key), detail::value_text(key, defaults),
                    std::string(key.description)});
-    if (key.access.index() == 7)
-      for (const detail::EmitterField& field : detail::emitter_fields())
-        out.push_back({std::string(key.path) + "[]." + std::string(field.name), "number", field.range.text(), "required",
-                       std::string(field.description)});
+    if (key.access.index() == 7) add_fields(out, key, detail::emitter_fields());
+    if (key.access.index() == 9) add_fields(out, key, detail::clutter_fields());
   }
   return out;
 }

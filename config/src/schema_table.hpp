@@ -44,7 +44,8 @@ ChoiceRef choice(Access) {
 using Accessor = std::variant<bool& (*)(Config&), std::int64_t& (*)(Config&), std::optional<std::int64_t>& (*)(Config&),
                               double& (*)(Config&), std::string& (*)(Config&), ChoiceRef,
                               std::vector<std::int64_t>& (*)(Config&), std::vector<Emitter>& (*)(Config&),
-                              std::vector<double>& (*)(Config&)>;
+                              std::vector<double>& (*)(Config&), std::vector<ClutterSector>& (*)(Config&),
+                              std::vector<ElementPosition>& (*)(Config&)>;
 
 // A string's own check: the problem, or "" when the value is fine.
 using StringCheck = std::string (*)(const std::string&);
@@ -53,22 +54,26 @@ struct Key {
   std::string_view path;
   Accessor access;
   std::string_view description;
-  IntRange ints{0, 0};              // integers, optional integers, integer list items; number lists: their length
-  RealRange reals{0, 0};            // numbers, number list items
+  IntRange ints{0, 0};              // integers, optional integers, integer list items; number and position lists: their length
+  RealRange reals{0, 0};            // numbers, number list items, position coordinates
   std::vector<std::string_view> choices{};
   StringCheck check = nullptr;      // strings
   std::string_view expected{};      // strings: what is expected, in words
 };
 
-struct EmitterField {
+// A number field of the mappings in a list of emitters or clutter sectors.
+template <class Item>
+struct ItemField {
   std::string_view name;
-  double Emitter::*member;
+  double Item::*member;
   RealRange range;
   std::string_view description;
+  bool required = true;  // else it defaults to Item{}'s value
 };
 
 const std::vector<Key>& keys();
-const std::array<EmitterField, 2>& emitter_fields();
+const std::array<ItemField<Emitter>, 3>& emitter_fields();
+const std::array<ItemField<ClutterSector>, 5>& clutter_fields();
 const Key* find_key(std::string_view path);
 // The names directly below a section ("" is the root), in schema order.
 std::vector<std::string> children(std::string_view section);
@@ -85,6 +90,8 @@ inline constexpr std::array<std::string_view, 3> ingest_source_names{"synth", "f
 inline constexpr std::array<std::string_view, 3> pace_names{"recorded", "fixed", "fast"};
 inline constexpr std::array<std::string_view, 2> zmq_pattern_names{"sub", "pull"};
 inline constexpr std::array<std::string_view, 2> scenario_payload_names{"snapshots", "covariance"};
+inline constexpr std::array<std::string_view, 3> array_geometry_names{"linear", "planar", "positions"};
+inline constexpr std::array<std::string_view, 3> scenario_covariance_names{"sample", "model", "wishart"};
 inline constexpr std::array<std::string_view, 2> sample_type_names{"cf32", "cf64"};
 inline constexpr std::array<std::string_view, 3> overflow_names{"drop_oldest", "reject_newest", "block"};
 inline constexpr std::array<std::string_view, 2> source_count_names{"mdl", "aic"};

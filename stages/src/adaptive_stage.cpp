@@ -70,31 +70,42 @@ void for_each_chunk(std::int64_t position, std::int64_t count, std::int64_t colu
   }
 }
 
-// Steering vectors of the looks and the model's emitters, which emitter sits at each look.
+// Steering vectors of the looks and the model's emitters, which emitter sits at each look. The
+// model's clutter scatterers are interference like its jammers, but no null is asked of each.
 detail::BeamSetup beam_setup(const AdaptiveSettings& settings, int n) {
+  const auto& positions = settings.element_positions;
+  if (!positions.empty() && positions.size() != std::size_t(n))
+    throw std::invalid_argument("adaptive stage: the array has " + std::to_string(positions.size()) +
+                                " elements, the frames " + std::to_string(n));
+  auto steering = [&](double azimuth_deg, double elevation_deg) {
+    return positions.empty() ? steering_vector(n, settings.spacing_wavelengths, azimuth_deg, elevation_deg)
+                             : steering_vector(positions, azimuth_deg, elevation_deg);
+  };
   detail::BeamSetup setup;
   const auto& looks = settings.config.looks_deg;
   setup.looks = static_cast<int>(looks.size());
   for (double look : looks)
-    for (const auto& v : steering_vector(n, settings.spacing_wavelengths, look)) setup.look_steering.push_back(v);
+    for (const auto& v : steering(look, 0.0)) setup.look_steering.push_back(v);
   if (!settings.model) return setup;
   const config::ScenarioConfig& scenario = *settings.model;
   if (scenario.elements != n)
     throw std::invalid_argument("adaptive stage: the model's array has " + std::to_string(scenario.elements) +
                                 " elements, the frames " + std::to_string(n));
   setup.has_model = true;
-  auto add = [&](const config::Emitter& e, int jammer) {
-    for (const auto& v : steering_vector(n, settings.spacing_wavelengths, e.angle_deg)) setup.emitter_steering.push_back(v);
-    setup.emitter_power.push_back(std::pow(10.0, e.power_db / 10.0));
+  auto add = [&](const PointEmitter& e, int jammer) {
+    for (const auto& v : steering(e.azimuth_deg, e.elevation_deg)) setup.emitter_steering.push_back(v);
+    setup.emitter_power.push_back(e.power);
     setup.emitter_jammer.push_back(jammer);
   };
-  std::vector<double> angles;
-  for (const auto& e : scenario.sources) add(e, 0), angles.push_back(e.angle_deg);
-  for (const auto& e : scenario.jammers) add(e, 1), angles.push_back(e.angle_deg);
+  // point_emitters' order: the sources, the jammers, then the clutter scatterers.
+  const std::size_t sources = scenario.sources.size(), jammers = scenario.jammers.size();
+  const auto emitters = point_emitters(scenario);
+  for (std::size_t k = 0; k < emitters.size(); ++k) add(emitters[k], k >= sources && k < sources + jammers ? 1 : 0);
   for (double look : looks) {
     int at = -1;
-    for (std::size_t k = 0; k < angles.size() && at < 0; ++k)
-      if (std::abs(angles[k] - look) <= 1e-9) at = static_cast<int>(k);
+    for (std::size_t k = 0; k < sources + jammers && at < 0; ++k)
+      if (std::abs(emitters[k].azimuth_deg - look) <= 1e-9 && std::abs(emitters[k].elevation_deg) <= 1e-9)
+        at = static_cast<int>(k);
     setup.look_emitter.push_back(at);
     setup.look_power.push_back(at >= 0 ? setup.emitter_power[std::size_t(at)] : 1.0);
   }

@@ -45,9 +45,13 @@ class ScenarioSource final : public FrameSource {
   InputShape shape() const override { return scenario_shape(generator_.scenario()); }
   std::string describe() const override {
     const auto& s = generator_.scenario();
-    return fmt::format("scenario ({} elements, {} sources, {} jammers, {} snapshots × {} cells, {} frames of {} at {} Hz, seed {})",
-                       s.elements, s.sources.size(), s.jammers.size(), s.snapshots, s.cells, name(s.payload),
-                       name(s.element_type), s.frame_rate_hz, s.seed);
+    const std::string payload = s.payload == config::ScenarioPayload::covariance
+                                    ? fmt::format("covariance ({})", name(s.covariance))
+                                    : std::string(name(s.payload));
+    return fmt::format("scenario ({} elements ({}), {} sources, {} jammers, {} clutter sectors, {} snapshots × {} cells, "
+                       "{} frames of {} at {} Hz, seed {})",
+                       s.elements, name(s.geometry), s.sources.size(), s.jammers.size(), s.clutter.size(), s.snapshots,
+                       s.cells, payload, name(s.element_type), s.frame_rate_hz, s.seed);
   }
 
  private:

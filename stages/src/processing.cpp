@@ -105,6 +105,13 @@ std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const confi
                       "frame, not a window of frames (got window {})",
                       stages.covariance.window));
   }
+  // The loader refuses this too; a configuration built in code meets it here.
+  if (stages.subspace.enabled && config.scenario.geometry != config::ArrayGeometry::linear)
+    throw config::ConfigError(
+        "configuration", "pipeline.stages.subspace.enabled",
+        fmt::format("expected false when scenario.geometry is '{}': the subspace stage computes its MUSIC spectrum "
+                    "through FFTs along a uniform linear array (got true)",
+                    config::name(config.scenario.geometry)));
   if (stages.subspace.enabled && input.payload == replay::PayloadKind::covariance && input.snapshots == 0)
     throw std::invalid_argument(
         "the input's covariance frames do not say how many snapshots each estimate was formed from, which the "
@@ -132,6 +139,7 @@ std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const confi
     AdaptiveSettings settings;
     settings.config = stages.adaptive;
     settings.spacing_wavelengths = config.scenario.spacing_wavelengths;
+    if (config.scenario.geometry != config::ArrayGeometry::linear) settings.element_positions = element_positions(config.scenario);
     // The frames follow the scenario's model only when the daemon draws them from it.
     if (config.ingest.source == config::IngestSource::synth) settings.model = config.scenario;
     chain.push_back(std::make_unique<AdaptiveStage>(settings));

@@ -65,7 +65,8 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"ingest:\n  file:\n    start_seq: 10\n    stop_seq: 5\n", {},
        "bad.yaml:4: ingest.file.stop_seq: expected at least ingest.file.start_seq (10) (got 5)"},
       {"scenario:\n  sources:\n    - {angle_deg: 10, powr_db: 3}\n", {},
-       "bad.yaml:3: scenario.sources[0].powr_db: unknown key; expected one of angle_deg, power_db; did you mean 'power_db'?"},
+       "bad.yaml:3: scenario.sources[0].powr_db: unknown key; expected one of angle_deg, power_db, elevation_deg; did you "
+       "mean 'power_db'?"},
       {"scenario:\n  jammers:\n    - angle_deg: 12\n      power_db: 20\n    - angle_deg: 95\n      power_db: 20\n", {},
        "bad.yaml:5: scenario.jammers[1].angle_deg: expected a number in [-90, 90] (got 95)"},
       {"scenario:\n  jammers:\n    - angle_deg: 12\n", {},
@@ -91,6 +92,54 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"# comment\n, daemon:\n", {}, "bad.yaml:2: -: YAML syntax: a node cannot start with ','"},
       {"", {"pipeline.budget_ms=,4"}, "--set: pipeline.budget_ms: YAML syntax: a node cannot start with ','"},
       {"just text\n", {}, "bad.yaml:1: (top level): expected a mapping of daemon, device, ingest, scenario, pipeline (got just text)"},
+      // The array, elevations, clutter and the covariance kinds.
+      {"scenario:\n  geometry: planar\n", {},
+       "bad.yaml:2: pipeline.stages.subspace.enabled: expected false when scenario.geometry is 'planar': the subspace "
+       "stage computes its MUSIC spectrum through FFTs along a uniform linear array (got true)"},
+      {"scenario:\n  geometry: circular\n", {}, "bad.yaml:2: scenario.geometry: expected one of linear, planar, positions (got circular)"},
+      {"scenario:\n  geometry: planar\n  planar: {rows: 1, cols: 1}\npipeline:\n  stages:\n    subspace: {enabled: false}\n", {},
+       "bad.yaml:3: scenario.planar.cols: expected rows × cols in [2, 4096] (got 1 × 1 = 1)"},
+      {"scenario:\n  planar:\n    row_spacing_wavelengths: -0.5\n", {},
+       "bad.yaml:3: scenario.planar.row_spacing_wavelengths: expected a number in (0, 10] (got -0.5)"},
+      {"scenario:\n  geometry: planar\n  planar: {rows: 2, cols: 3}\n  elements: 8\n", {"pipeline.stages.subspace.enabled=false"},
+       "bad.yaml:4: scenario.elements: expected 6 for a 2 × 3 planar array, or no value (got 8)"},
+      {"scenario:\n  geometry: positions\npipeline:\n  stages:\n    subspace: {enabled: false}\n", {},
+       "bad.yaml:2: scenario.positions: expected at least 2 positions when scenario.geometry is 'positions' (got 0)"},
+      {"scenario:\n  positions: [[0, 0, 0], [0, 0.5, 0]]\n", {},
+       "bad.yaml:2: scenario.positions: expected no positions when scenario.geometry is 'linear' (got 2); set "
+       "scenario.geometry to positions to use them"},
+      {"scenario:\n  geometry: positions\n  positions: [[0, 0, 0], [0, 1]]\n", {},
+       "bad.yaml:3: scenario.positions[1]: expected [x, y, z] with each coordinate a number in [-100000, 100000] (got a "
+       "list of 2)"},
+      {"scenario:\n  geometry: positions\n  positions:\n    - [0, 0, 0]\n    - [0, 0.5, 0]\n    - [0, 0, 0]\n", {},
+       "bad.yaml:6: scenario.positions[2]: expected a position of its own (got [0, 0, 0], the position of "
+       "scenario.positions[0])"},
+      {"scenario:\n  geometry: positions\n  positions: [[0, 0, 0], [0, 1e6, 0]]\n", {},
+       "bad.yaml:3: scenario.positions[1][1]: expected a number in [-100000, 100000] (got 1e6)"},
+      {"", {"scenario.positions=7"},
+       "--set: scenario.positions: expected a list of at most 4096 positions [x, y, z] with coordinates in [-100000, "
+       "100000], such as [[0, 0, 0], [0, 0.5, 0]] (got 7)"},
+      {"scenario:\n  sources:\n    - {angle_deg: 10, power_db: 3, elevation_deg: 91}\n", {},
+       "bad.yaml:3: scenario.sources[0].elevation_deg: expected a number in [-90, 90] (got 91)"},
+      {"scenario:\n  clutter:\n    - {center_deg: 0, width_deg: 0, power_db: 10}\n", {},
+       "bad.yaml:3: scenario.clutter[0].width_deg: expected a number in (0, 180] (got 0)"},
+      {"scenario:\n  clutter:\n    - {center_deg: 0, width_deg: 20, power_db: 10}\n    - {center_deg: 80, width_deg: 30, "
+       "power_db: 10}\n",
+       {},
+       "bad.yaml:4: scenario.clutter[1].width_deg: expected at most 20 for a sector centred at 80, so that it lies within "
+       "[-90, 90] (got 30)"},
+      {"scenario:\n  clutter:\n    - {center_deg: 0, width_deg: 10}\n", {},
+       "bad.yaml:3: scenario.clutter[0].power_db: required: expected a number in [-100, 100] (got nothing)"},
+      {"scenario:\n  clutter:\n    - {center_deg: 0, width_deg: 10, power_db: 3, step_deg: 0}\n", {},
+       "bad.yaml:3: scenario.clutter[0].step_deg: expected a number in [0.001, 10] (got 0)"},
+      {"scenario:\n  clutter: [3]\n", {},
+       "bad.yaml:2: scenario.clutter[0]: expected a mapping with center_deg, width_deg and power_db (got 3)"},
+      {"", {"scenario.clutter=5"},
+       "--set: scenario.clutter: expected a list of {center_deg, width_deg, power_db} mappings, such as [{center_deg: 0, "
+       "width_deg: 30, power_db: 20}] (got 5)"},
+      {"scenario:\n  covariance: model\n", {},
+       "bad.yaml:2: scenario.covariance: expected sample when scenario.payload is 'snapshots': model and wishart are what "
+       "covariance frames carry (got model)"},
       // Command-line overrides.
       {"", {"pipeline.budgt_ms=4"},
        "--set: pipeline.budgt_ms: unknown key; expected one of budget_ms, queue_depth, overflow, stages; did you mean "

@@ -145,6 +145,62 @@ TEST(ConfigLoad, EveryKeyOverridesAndRoundTripsThroughToYaml) {
   }
 }
 
+// A planar array's and a position list's element count is set from them; elevations and clutter
+// sectors take their optional fields' defaults; all of it round-trips through to_yaml, which
+// writes an optional field only when it differs from its default.
+TEST(ConfigLoad, ArraysElevationsClutterAndCovarianceKinds) {
+  const Config defaults;
+  EXPECT_EQ(defaults.scenario.geometry, ArrayGeometry::linear);
+  EXPECT_TRUE(defaults.scenario.positions.empty());
+  EXPECT_TRUE(defaults.scenario.clutter.empty());
+  EXPECT_EQ(defaults.scenario.covariance, ScenarioCovariance::sample);
+  for (const Emitter& e : defaults.scenario.sources) EXPECT_EQ(e.elevation_deg, 0.0);
+
+  const Config planar = load_string(R"(
+scenario:
+  geometry: planar
+  planar: {rows: 32, cols: 24, row_spacing_wavelengths: 0.45, col_spacing_wavelengths: 0.6}
+  sources: [{angle_deg: 10, power_db: 0, elevation_deg: 5}]
+  jammers: [{angle_deg: -40, power_db: 40}]
+  clutter:
+    - {center_deg: 0, width_deg: 60, power_db: 30}
+    - {center_deg: 45, width_deg: 10, power_db: 20, elevation_deg: -2, step_deg: 0.5}
+  payload: covariance
+  covariance: wishart
+  cells: 4
+pipeline: {stages: {subspace: {enabled: false}}}
+)",
+                                    "planar.yaml");
+  EXPECT_EQ(planar.scenario.elements, 32 * 24);
+  EXPECT_EQ(planar.scenario.planar, (PlanarArray{32, 24, 0.45, 0.6}));
+  EXPECT_EQ(planar.scenario.sources, (std::vector<Emitter>{{10, 0, 5}}));
+  EXPECT_EQ(planar.scenario.jammers, (std::vector<Emitter>{{-40, 40, 0}}));
+  const std::vector<ClutterSector> clutter{{0, 60, 30, 0, 0.1}, {45, 10, 20, -2, 0.5}};
+  EXPECT_EQ(planar.scenario.clutter, clutter);
+  EXPECT_EQ(planar.scenario.covariance, ScenarioCovariance::wishart);
+  const std::string text = to_yaml(planar);
+  EXPECT_NE(text.find("sources: [{angle_deg: 10, power_db: 0, elevation_deg: 5}]"), std::string::npos) << text;
+  EXPECT_NE(text.find("clutter: [{center_deg: 0, width_deg: 60, power_db: 30}, {center_deg: 45, width_deg: 10, "
+                      "power_db: 20, elevation_deg: -2, step_deg: 0.5}]"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(load_string(text, "dumped.yaml"), planar) << text;
+  // A value for scenario.elements that agrees is taken.
+  EXPECT_EQ(load_string("scenario: {geometry: planar, planar: {rows: 2, cols: 3}, elements: 6}\n", "six.yaml",
+                        std::vector<std::string>{"pipeline.stages.subspace.enabled=false"})
+                .scenario.elements,
+            6);
+
+  const Config listed = load_defaults(std::vector<std::string>{
+      "scenario.geometry=positions", "scenario.positions=[[0, 0, 0], [0.25, 0.5, 0], [0, 1, -0.75]]",
+      "scenario.sources=[{angle_deg: 3, power_db: 1}]", "scenario.jammers=[]", "pipeline.stages.subspace.enabled=false"});
+  EXPECT_EQ(listed.scenario.elements, 3);
+  EXPECT_EQ(listed.scenario.positions, (std::vector<ElementPosition>{{0, 0, 0}, {0.25, 0.5, 0}, {0, 1, -0.75}}));
+  EXPECT_EQ(load_string(to_yaml(listed), "dumped.yaml"), listed) << to_yaml(listed);
+  EXPECT_EQ(name(ArrayGeometry::positions), "positions");
+  EXPECT_EQ(name(ScenarioCovariance::model), "model");
+}
+
 TEST(ConfigLoad, AnEndpointOffLoopbackIsTakenWhenSecuredOrTrustedByChoice) {
   const Config curve = load_string("daemon:\n  control_endpoint: tcp://0.0.0.0:5602\n  curve:\n    secret_key_file: d.secret\n",
                                    "c.yaml");

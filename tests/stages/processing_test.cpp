@@ -52,6 +52,54 @@ TEST(ProcessingCpuSvd, NoiseEigenvaluesStayAccurateNextToA60DbJammerInSinglePrec
   check_svd_keeps_noise_eigenvalues_next_to_a_strong_jammer(cpu());
 }
 
+// Covariance frames the generator makes from the model (scenario.covariance) go through the
+// covariance stage (unchanged) into the subspace stage: on the exact model MUSIC finds sources far
+// off the 0.5° grid to within rounding, as on check_refinement_on_model_covariance's hand-made
+// frames; Wishart draws of K = 200 snapshots are counted and located as sample covariances are.
+TYPED_TEST(ProcessingCpu, ModelAndWishartCovarianceFramesGoThroughTheStages) {
+  const auto type = std::is_same_v<TypeParam, linalg::cf32> ? config::SampleType::cf32 : config::SampleType::cf64;
+  config::Config c = acceptance_config(type, fresh_seed("model covariance frames"), 6);
+  c.scenario.sources = {{-40.17, 20.0}, {-20.23, 10.0}, {5.11, 15.0}, {31.37, 10.0}};
+  c.scenario.payload = config::ScenarioPayload::covariance;
+  for (auto kind : {config::ScenarioCovariance::model, config::ScenarioCovariance::wishart}) {
+    c.scenario.covariance = kind;
+    Chain chain(c, cpu());
+    stages::ScenarioGenerator generator(c.scenario, 0, 2);
+    const double tolerance = kind == config::ScenarioCovariance::wishart ? 0.5
+                             : std::is_same_v<TypeParam, linalg::cf32> ? 1e-3
+                                                                        : 1e-5;
+    for (std::uint64_t f = 0; f < 2; ++f) {
+      const auto frame = generator.frame(f);
+      chain.run(frame);
+      const auto expected = replay::payload_as<TypeParam>(frame);
+      const auto got = chain.slot->covariance<TypeParam>();
+      ASSERT_EQ(std::memcmp(got.data(), expected.data(), expected.size_bytes()), 0) << "frame " << f;
+      const auto& r = chain.slot->slot.results;
+      for (std::uint32_t cell = 0; cell < chain.shape.cells; ++cell) {
+        SCOPED_TRACE(std::string(config::name(kind)) + " frame " + std::to_string(f) + " cell " + std::to_string(cell));
+        ASSERT_EQ(r.source_count[cell], 4);
+        for (int s = 0; s < 4; ++s)
+          EXPECT_NEAR(r.doa_deg[cell * chain.shape.max_sources + s], c.scenario.sources[s].angle_deg, tolerance);
+      }
+    }
+  }
+}
+
+// The subspace stage's FFTs need the linear array: the factory refuses another geometry, naming
+// the key, as the loader does.
+TEST(ProcessingFactory, SubspaceStageRefusesAPlanarOrListedArray) {
+  config::Config c;
+  c.scenario.geometry = config::ArrayGeometry::planar;
+  try {
+    stages::make_processing_stages(c);
+    ADD_FAILURE() << "no error";
+  } catch (const config::ConfigError& e) {
+    EXPECT_EQ(e.key(), "pipeline.stages.subspace.enabled");
+  }
+  c.pipeline.stages.subspace.enabled = false;
+  EXPECT_EQ(stages::make_processing_stages(c).size(), 2u);  // covariance and adaptive
+}
+
 TEST(ProcessingFactory, BuildsTheEnabledStagesInChainOrder) {
   config::Config c;
   c.pipeline.stages.adaptive.enabled = false;  // tests/stages/adaptive_test.cpp covers it

@@ -20,6 +20,8 @@ enum class IngestSource { synth, file, zmq };
 enum class Pace { recorded, fixed, fast };
 enum class ZmqPattern { sub, pull };
 enum class ScenarioPayload { snapshots, covariance };
+enum class ArrayGeometry { linear, planar, positions };
+enum class ScenarioCovariance { sample, model, wishart };
 enum class SampleType { cf32, cf64 };
 enum class Overflow { drop_oldest, reject_newest, block };
 enum class SourceCountRule { mdl, aic };
@@ -31,6 +33,8 @@ std::string_view name(IngestSource value);
 std::string_view name(Pace value);
 std::string_view name(ZmqPattern value);
 std::string_view name(ScenarioPayload value);
+std::string_view name(ArrayGeometry value);
+std::string_view name(ScenarioCovariance value);
 std::string_view name(SampleType value);
 std::string_view name(Overflow value);
 std::string_view name(SourceCountRule value);
@@ -104,24 +108,65 @@ struct IngestConfig {
   bool operator==(const IngestConfig&) const = default;
 };
 
-// A plane-wave emitter seen by the array: direction from broadside and power relative to the
-// noise power of one element (docs/scenario.md).
+// A plane-wave emitter seen by the array: direction (azimuth from broadside, elevation above the
+// array's horizontal plane) and power relative to the noise power of one element
+// (docs/scenario.md).
 struct Emitter {
-  double angle_deg = 0.0;
+  double angle_deg = 0.0;  // azimuth
   double power_db = 0.0;
+  double elevation_deg = 0.0;
   bool operator==(const Emitter&) const = default;
 };
 
+// Diffuse interference (clutter): a total power spread evenly over an azimuth sector at one
+// elevation, modelled as point scatterers at most step_deg apart (docs/scenario.md, "Clutter").
+struct ClutterSector {
+  double center_deg = 0.0;
+  double width_deg = 0.0;
+  double power_db = 0.0;  // the whole sector's, relative to the noise power of one element
+  double elevation_deg = 0.0;
+  double step_deg = 0.1;
+  bool operator==(const ClutterSector&) const = default;
+};
+
+// Rows × cols elements in the array's vertical plane, rows stacked upward (docs/scenario.md).
+struct PlanarArray {
+  std::int64_t rows = 4;
+  std::int64_t cols = 4;
+  double row_spacing_wavelengths = 0.5;
+  double col_spacing_wavelengths = 0.5;
+  bool operator==(const PlanarArray&) const = default;
+};
+
+// An element's position in wavelengths, in the frame docs/scenario.md defines (x broadside,
+// y along the linear array, z up).
+struct ElementPosition {
+  double x = 0.0;
+  double y = 0.0;
+  double z = 0.0;
+  bool operator==(const ElementPosition&) const = default;
+};
+
 struct ScenarioConfig {
+  // linear: `elements` spaced `spacing_wavelengths` apart; planar: `planar`; positions:
+  // `positions`. `elements` is the channel count for every geometry (the loader sets it from
+  // the planar shape or the list).
+  ArrayGeometry geometry = ArrayGeometry::linear;
   std::int64_t elements = 16;
   double spacing_wavelengths = 0.5;
+  PlanarArray planar;
+  std::vector<ElementPosition> positions;
   std::vector<Emitter> sources{{-20.0, 10.0}, {5.0, 10.0}, {31.0, 10.0}};
   std::vector<Emitter> jammers{{48.0, 30.0}};
+  std::vector<ClutterSector> clutter;
   std::int64_t snapshots = 200;
   std::int64_t cells = 180;
   double frame_rate_hz = 100.0;
   std::int64_t seed = 1;
   ScenarioPayload payload = ScenarioPayload::snapshots;
+  // What covariance frames carry: the sample covariance of the snapshots, the model covariance
+  // itself, or a draw of the sample covariance of `snapshots` snapshots made from the model.
+  ScenarioCovariance covariance = ScenarioCovariance::sample;
   SampleType element_type = SampleType::cf64;
   bool operator==(const ScenarioConfig&) const = default;
 };

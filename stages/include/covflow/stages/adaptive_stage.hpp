@@ -8,7 +8,8 @@
 //
 //   R = (1/W)·Σ_{window} x·xᴴ + δ·I        (δ: diagonal_loading, in units of the noise power per
 //                                          element, which is 1 in the scenario's model)
-//   w = R⁻¹a(θ) / (a(θ)ᴴR⁻¹a(θ))           one beam per cell and look θ
+//   w = R⁻¹a(θ) / (a(θ)ᴴR⁻¹a(θ))           one beam per cell and look θ (an azimuth at elevation 0
+//                                          for a planar or listed array)
 //
 // Reads:  header and payload of snapshot frames (host.payload on a CPU lane, device.payload on a
 //         CUDA lane). Covariance frames carry no snapshots: the stage leaves them alone (no
@@ -43,6 +44,9 @@ namespace covflow::stages {
 struct AdaptiveSettings {
   config::AdaptiveStageConfig config;
   double spacing_wavelengths = 0.5;  // element spacing d of the array (scenario.spacing_wavelengths)
+  // The elements of a planar or listed array (scenario.geometry), whose looks are azimuths at
+  // elevation 0; empty: the linear array of spacing_wavelengths.
+  std::vector<config::ElementPosition> element_positions;
   // The scenario the frames are drawn from. With it the stage reports SINR and null depth against
   // its model (docs/scenario.md); without it (live or recorded data, whose emitters are unknown)
   // those results are NaN and only the weights are computed.

@@ -46,11 +46,14 @@ pipeline::FrameShape frame_shape(const config::Config& config, const InputShape&
 pipeline::FrameShape frame_shape(const config::Config& config);
 
 // The enabled processing stages in chain order: covariance, subspace, adaptive, for frames of
-// `input`. The subspace stage takes the element spacing from scenario.spacing_wavelengths (the
-// array's geometry, for every input), the effective snapshot count of each frame from the
-// covariance stage (input.snapshots for covariance frames), and reads the payload of covariance
-// frames directly when the covariance stage is disabled. The adaptive stage reads the snapshots
-// itself and gets the scenario as its model (SINR, null depth) only when ingest.source is synth.
+// `input`. The array is the scenario's (scenario.geometry and its keys, for every input). The
+// subspace stage needs it linear and takes its spacing from scenario.spacing_wavelengths, the
+// effective snapshot count of each frame from the covariance stage (input.snapshots for
+// covariance frames), and reads the payload of covariance frames directly when the covariance
+// stage is disabled. The adaptive stage takes the array's element positions when it is not
+// linear, reads the snapshots itself and gets the scenario as its model (SINR, null depth) only
+// when ingest.source is synth. Throws config::ConfigError naming pipeline.stages.subspace.enabled
+// when the subspace stage meets an array that is not linear.
 // With pipeline.stages.subspace.method svd the subspace stage reads the snapshots from the payload
 // (whether or not the covariance stage runs) and adds pipeline.stages.covariance.diagonal_loading
 // to its eigenvalues. Throws config::ConfigError naming pipeline.stages.subspace.method when svd
