@@ -634,6 +634,7 @@ int run_heev(const HeevRequest& request, std::ostream& out, std::ostream& err) {
       case io::NpyDtype::complex64: return heev_typed<la::cf32>(request, input, s, out, err);
       case io::NpyDtype::float64: return heev_typed<la::f64>(request, input, s, out, err);
       case io::NpyDtype::float32: return heev_typed<la::f32>(request, input, s, out, err);
+      case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
     }
     fail(exit_code::internal_error, "unhandled dtype");
   });
@@ -665,6 +666,7 @@ int run_cholupdate(const CholupdateRequest& request, std::ostream& out, std::ost
       case io::NpyDtype::complex64: return cholupdate_typed<la::cf32>(request, factor, update, l, v, out, err);
       case io::NpyDtype::float64: return cholupdate_typed<la::f64>(request, factor, update, l, v, out, err);
       case io::NpyDtype::float32: return cholupdate_typed<la::f32>(request, factor, update, l, v, out, err);
+      case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
     }
     fail(exit_code::internal_error, "unhandled dtype");
   });
@@ -681,6 +683,7 @@ int run_qr(const QrRequest& request, std::ostream& out, std::ostream& err) {
       case io::NpyDtype::complex64: return qr_typed<la::cf32>(request, input, s, out, err);
       case io::NpyDtype::float64: return qr_typed<la::f64>(request, input, s, out, err);
       case io::NpyDtype::float32: return qr_typed<la::f32>(request, input, s, out, err);
+      case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
     }
     fail(exit_code::internal_error, "unhandled dtype");
   });
@@ -698,6 +701,7 @@ int run_svd(const SvdRequest& request, std::ostream& out, std::ostream& err) {
       case io::NpyDtype::complex64: return svd_typed<la::cf32>(request, input, s, out, err);
       case io::NpyDtype::float64: return svd_typed<la::f64>(request, input, s, out, err);
       case io::NpyDtype::float32: return svd_typed<la::f32>(request, input, s, out, err);
+      case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
     }
     fail(exit_code::internal_error, "unhandled dtype");
   });
@@ -740,6 +744,7 @@ int run_rsvd(const RsvdRequest& request, std::ostream& out, std::ostream& err) {
       case io::NpyDtype::complex64: return rsvd_typed<la::cf32>(request, input, s, out, err);
       case io::NpyDtype::float64: return rsvd_typed<la::f64>(request, input, s, out, err);
       case io::NpyDtype::float32: return rsvd_typed<la::f32>(request, input, s, out, err);
+      case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
     }
     fail(exit_code::internal_error, "unhandled dtype");
   });
@@ -860,8 +865,11 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 
-  solve_ = group_->add_subcommand("solve", "Solve A X = B, as numpy.linalg.solve (numpy 2's shapes)");
-  solve_->add_option("a", solve_a_, "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
+  solve_ = group_->add_subcommand(
+      "solve", "Solve A X = B, as numpy.linalg.solve (numpy 2's shapes); A may be a Hermitian TLR archive (C.npz)");
+  solve_->add_option("a", solve_a_,
+                     "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32. Or C.npz from "
+                     "compress --hermitian: solved by TLR Cholesky")
       ->required();
   solve_->add_option("b", solve_b_, "B.npy, A's dtype: (n,), (n, k) or (batch, n, k); batch 1 broadcasts")
       ->required();
@@ -872,6 +880,45 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       ->check(CLI::IsMember({"general", "gen", "positive", "pos"}))
       ->capture_default_str();
   solve_->add_option("--device", solve_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  compress_ = group_->add_subcommand(
+      "compress", "Compress matrices to tile low-rank (TLR) form in an .npz archive (layout: docs/cli.md)");
+  compress_->add_option("input", compress_input_, "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
+      ->required();
+  compress_->add_option("--format", compress_request_.format, "Compressed form: tlr (tile low-rank)")
+      ->capture_default_str();
+  compress_->add_option("--tile", compress_request_.tile, "Tile size b: tiles of b × b, the last ragged when b does not divide n")
+      ->required();
+  compress_->add_option("--tol", compress_request_.tolerance,
+                        "Relative accuracy: ‖A − Ã‖_F ≤ T·‖A‖_F (--scope matrix), or per tile (--scope tile)")
+      ->required();
+  compress_max_rank_option_ =
+      compress_->add_option("--max-rank", compress_max_rank_, "Largest rank of an off-diagonal tile (default: the tile size)");
+  compress_->add_option("--scope", compress_scope_, "matrix: the tolerance bounds the whole matrix; tile: each tile")
+      ->check(CLI::IsMember({"matrix", "tile"}))
+      ->capture_default_str();
+  compress_->add_flag("--hermitian", compress_request_.hermitian,
+                      "A is Hermitian: only its lower tiles are read and stored (what solve needs)");
+  compress_->add_option("--out", compress_output_, "Write the archive here (C.npz)")->required();
+  compress_->add_option("--device", compress_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  expand_ = group_->add_subcommand("expand", "The dense matrices of a TLR archive (C.npz from compress)");
+  expand_->add_option("input", expand_input_, "C.npz from covflow linalg compress")->required();
+  expand_->add_option("--out", expand_output_, "Write the matrices here: (n, n) or (batch, n, n)")->required();
+  expand_->add_option("--device", expand_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  apply_ = group_->add_subcommand("apply", "Y = A X with A a TLR archive (C.npz from compress)");
+  apply_->add_option("archive", apply_archive_, "C.npz from covflow linalg compress")->required();
+  apply_->add_option("x", apply_x_, "X.npy, the archive's dtype: (n,), (n, k) or (batch, n, k); batch 1 broadcasts")
+      ->required();
+  apply_->add_option("--out", apply_output_, "Write Y here: (..., n) for a 1-D X, else (..., n, k)")->required();
+  apply_->add_option("--device", apply_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 }
@@ -951,6 +998,30 @@ int LinalgCommands::run(std::ostream& out, std::ostream& err) const {
     request.assume = solve_assume_.starts_with("pos") ? Assume::positive : Assume::general;
     request.device = parse_device(solve_device_);
     return run_solve(request, out, err);
+  }
+  if (compress_->parsed()) {
+    CompressRequest request = compress_request_;
+    request.input = compress_input_;
+    request.output = compress_output_;
+    if (compress_max_rank_option_->count() > 0) request.max_rank = compress_max_rank_;
+    request.scope = compress_scope_ == "tile" ? la::TlrScope::tile : la::TlrScope::matrix;
+    request.device = parse_device(compress_device_);
+    return run_compress(request, out, err);
+  }
+  if (expand_->parsed()) {
+    ExpandRequest request;
+    request.input = expand_input_;
+    request.output = expand_output_;
+    request.device = parse_device(expand_device_);
+    return run_expand(request, out, err);
+  }
+  if (apply_->parsed()) {
+    ApplyRequest request;
+    request.archive = apply_archive_;
+    request.x = apply_x_;
+    request.output = apply_output_;
+    request.device = parse_device(apply_device_);
+    return run_apply(request, out, err);
   }
   return exit_code::usage;
 }

@@ -11,6 +11,11 @@
 //   covflow linalg lu A.npy --lu LU.npy --piv P.npy [--device cpu|cuda|auto]
 //   covflow linalg cholesky A.npy --out L.npy [--upper] [--device cpu|cuda|auto]
 //   covflow linalg solve A.npy B.npy --out X.npy [--assume general|positive] [--device cpu|cuda|auto]
+//   covflow linalg compress A.npy --format tlr --tile B --tol T [--max-rank K] [--scope matrix|tile]
+//        [--hermitian] --out C.npz [--device cpu|cuda|auto]
+//   covflow linalg expand C.npz --out A.npy [--device cpu|cuda|auto]
+//   covflow linalg apply C.npz X.npy --out Y.npy [--device cpu|cuda|auto]
+//   covflow linalg solve C.npz B.npy --out X.npy [--device cpu|cuda|auto]
 //
 // heev follows numpy.linalg.eigh exactly: IN is (n, n) or (batch, n, n), complex128, complex64,
 // float64 or float32, in either element order; W is (n,) or (batch, n) of the real type of the
@@ -34,6 +39,9 @@
 // (numpy ≥ 2's upper=True) A = Uᴴ·U from its upper one; the other triangle of the output is zero.
 // solve follows numpy 2's numpy.linalg.solve (solve_cli.cpp says which shapes; docs/cli.md too).
 //
+// compress, expand and apply, and solve on an .npz archive, work on tile low-rank matrices
+// (linalg/tlr.hpp) kept in an .npz archive whose members docs/cli.md describes (tlr_cli.cpp).
+//
 // Each run_* function returns an exit code from common/exit_codes.hpp and reports problems on
 // `err`, one line each, starting with the command and the file they concern.
 #pragma once
@@ -47,6 +55,7 @@
 #include <CLI/CLI.hpp>
 
 #include "covflow/linalg/rsvd.hpp"
+#include "covflow/linalg/tlr.hpp"
 
 namespace covflow::cli {
 
@@ -169,6 +178,50 @@ struct SolveRequest {
 // right-hand sides A is still factored (getrf / potrf), so such a matrix is still named.
 int run_solve(const SolveRequest& request, std::ostream& out, std::ostream& err);
 
+struct CompressRequest {
+  std::filesystem::path input;   // A.npy: (n, n) or (batch, n, n)
+  std::filesystem::path output;  // C.npz, the layout docs/cli.md gives
+  std::string format = "tlr";    // only tlr
+  std::int64_t tile = 0;         // b
+  double tolerance = 0;
+  std::optional<std::int64_t> max_rank;  // default: the tile size
+  linalg::TlrScope scope = linalg::TlrScope::matrix;
+  bool hermitian = false;        // store the lower tiles only (A Hermitian: its lower triangle is read)
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::tlr_compress into an .npz archive. A matrix with a NaN or an Inf, or whose tile SVD
+// fails, is named on `err` and the exit code is exit_code::numerical (its archive entries are as
+// the library left them: NaN). Tiles cut at --max-rank are a note on `out`, not a failure.
+int run_compress(const CompressRequest& request, std::ostream& out, std::ostream& err);
+
+struct ExpandRequest {
+  std::filesystem::path input;   // C.npz
+  std::filesystem::path output;  // A.npy: (n, n) or (batch, n, n), the archive's dtype
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::tlr_expand: the dense matrices an archive stands for.
+int run_expand(const ExpandRequest& request, std::ostream& out, std::ostream& err);
+
+struct ApplyRequest {
+  std::filesystem::path archive;  // C.npz
+  std::filesystem::path x;        // X.npy: (n,), (n, k) or (batch, n, k), the archive's dtype
+  std::filesystem::path output;   // Y.npy = A·X, X's shapes broadcast against A's as in solve
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// linalg::tlr_gemv.
+int run_apply(const ApplyRequest& request, std::ostream& out, std::ostream& err);
+
+// `covflow linalg solve C.npz B.npy`: linalg::tlr_potrf and tlr_potrs on a Hermitian archive,
+// B's shapes as for a dense A. run_solve calls it for an archive (is_archive); a matrix that is
+// not positive definite is written as NaN, named, and the exit code is exit_code::numerical.
+int run_tlr_solve(const SolveRequest& request, std::ostream& out, std::ostream& err);
+
+// An .npz name, or a file that starts as a ZIP archive does.
+bool is_archive(const std::filesystem::path& file);
+
 // The `linalg` subcommand group on a CLI11 app. Construct it before app.parse(); it must outlive
 // the parse (CLI11 writes the options into it).
 class LinalgCommands {
@@ -190,6 +243,9 @@ class LinalgCommands {
   CLI::App* lu_ = nullptr;
   CLI::App* cholesky_ = nullptr;
   CLI::App* solve_ = nullptr;
+  CLI::App* compress_ = nullptr;
+  CLI::App* expand_ = nullptr;
+  CLI::App* apply_ = nullptr;
   std::string heev_input_, heev_values_, heev_vectors_, heev_device_ = "auto", heev_uplo_ = "L";
   std::string chol_factor_, chol_update_, chol_output_, chol_sign_, chol_device_ = "auto";
   std::string qr_input_, qr_q_, qr_r_, qr_device_ = "auto";
@@ -199,6 +255,12 @@ class LinalgCommands {
   std::string cholesky_input_, cholesky_output_, cholesky_device_ = "auto";
   bool cholesky_upper_ = false;
   std::string solve_a_, solve_b_, solve_output_, solve_assume_ = "general", solve_device_ = "auto";
+  CompressRequest compress_request_;  // the numeric options and flags, written by CLI11
+  std::string compress_input_, compress_output_, compress_scope_ = "matrix", compress_device_ = "auto";
+  CLI::Option* compress_max_rank_option_ = nullptr;
+  std::int64_t compress_max_rank_ = 0;
+  std::string expand_input_, expand_output_, expand_device_ = "auto";
+  std::string apply_archive_, apply_x_, apply_output_, apply_device_ = "auto";
   RsvdRequest rsvd_request_;  // the numeric options and flags, written by CLI11
   int rsvd_rank_ = 0, rsvd_max_rank_ = 0;
   double rsvd_tolerance_ = 0;

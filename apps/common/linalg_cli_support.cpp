@@ -2,10 +2,6 @@
 #include "common/linalg_cli_support.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <system_error>
 
 namespace covflow::cli::detail {
 namespace {
@@ -25,11 +21,28 @@ int exit_code_for(const io::NpyError& error) {
 void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
 
 io::NpyArray load(const path& file) {
+  io::NpyArray array;
   try {
-    return io::read_npy(file);
+    array = io::read_npy(file);
   } catch (const io::NpyError& e) {
     fail(exit_code_for(e), e.what());
   }
+  require_matrix_dtype(array, file);
+  return array;
+}
+
+void require_matrix_dtype(const io::NpyArray& array, const std::string& where) {
+  switch (array.dtype) {
+    case io::NpyDtype::float32:
+    case io::NpyDtype::float64:
+    case io::NpyDtype::complex64:
+    case io::NpyDtype::complex128: return;
+    case io::NpyDtype::int32: break;
+  }
+  fail(exit_code::input_damaged,
+       where + ": unsupported dtype '" + std::string(io::descr(array.dtype)) + "' (" +
+           std::string(io::numpy_name(array.dtype)) + ") for a matrix; covflow linalg takes float32 '<f4', float64 '<f8', "
+           "complex64 '<c8' and complex128 '<c16' (convert with numpy's astype)");
 }
 
 void store(const path& file, const io::NpyArray& array) {
@@ -122,27 +135,12 @@ std::string matrices_phrase(const Stack& s) {
          "×" + std::to_string(s.cols);
 }
 
-// numpy.save's header for float32 of the same shape with the descr changed (the same length, so
-// the padding still ends the header on a 64-byte boundary), then the values, little-endian as on
-// every host covflow runs on.
 void store_int32(const path& file, const std::vector<std::uint64_t>& shape, const std::vector<std::int32_t>& values) {
-  std::string header = io::npy_header(io::NpyDtype::float32, shape, false);
-  header.replace(header.find("'<f4'"), 5, "'<i4'");
-  std::FILE* stream = std::fopen(file.c_str(), "wb");
-  if (stream == nullptr) fail(exit_code::io, file.string() + ": cannot create: " + std::strerror(errno));
-  const std::size_t data_bytes = values.size() * sizeof(std::int32_t);
-  const bool written = std::fwrite(header.data(), 1, header.size(), stream) == header.size() &&
-                 (values.empty() || std::fwrite(values.data(), 1, data_bytes, stream) == data_bytes);
-  const std::string reason = written ? std::string() : std::strerror(errno);
-  const bool closed = std::fclose(stream) == 0;
-  if (!written || !closed) {
-    // A file cut short by a full disk must not be left to pass for a result.
-    const std::string why =
-        written ? std::string("write error on close: ") + std::strerror(errno) : "write error: " + reason;
-    std::error_code ignored;
-    std::filesystem::remove(file, ignored);
-    fail(exit_code::io, file.string() + ": " + why);
-  }
+  io::NpyArray array;
+  array.dtype = io::NpyDtype::int32;
+  array.shape = shape;
+  array.bytes = raw_bytes(values);
+  store(file, array);
 }
 
 DeviceChoice parse_device(const std::string& text) {

@@ -44,9 +44,14 @@ struct Failure {
 
 [[noreturn]] void fail(int code, std::string message);
 
-// read_npy / write_npy with their errors turned into Failures of the matching exit code.
+// read_npy / write_npy with their errors turned into Failures of the matching exit code. load reads
+// matrices: a well-formed file of a type no linear algebra takes (int32) is a Failure too.
 io::NpyArray load(const path& file);
 void store(const path& file, const io::NpyArray& array);
+
+// A Failure (input_damaged) naming `where` (a file, or an archive and its member) unless the array
+// holds one of the four element types covflow computes with.
+void require_matrix_dtype(const io::NpyArray& array, const std::string& where);
 
 // "(8, 5, 5) float64".
 std::string describe(const io::NpyArray& array);
@@ -187,8 +192,7 @@ std::string status_reason(int status);
 // "8 matrices 5×3", "one matrix 5×3".
 std::string matrices_phrase(const Stack& s);
 
-// io reads and writes only the four types covflow computes with; int32 results (ranks, pivots) are
-// written here, as numpy.save writes them. Errors in io's words, as Failures.
+// int32 results (ranks, pivots), written as numpy.save writes them. Errors as store's.
 void store_int32(const path& file, const std::vector<std::uint64_t>& shape, const std::vector<std::int32_t>& values);
 
 // Runs a command's body and turns what it throws into one line on `err` and an exit code.

@@ -393,6 +393,7 @@ int by_dtype(io::NpyDtype dtype, Args&&... args) {
     case io::NpyDtype::complex64: return Typed<la::cf32>::run(args...);
     case io::NpyDtype::float64: return Typed<la::f64>::run(args...);
     case io::NpyDtype::float32: return Typed<la::f32>::run(args...);
+    case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
   }
   fail(exit_code::internal_error, "unhandled dtype");
 }
@@ -443,6 +444,8 @@ int run_cholesky(const CholeskyRequest& request, std::ostream& out, std::ostream
 }
 
 int run_solve(const SolveRequest& request, std::ostream& out, std::ostream& err) {
+  // A TLR archive (covflow linalg compress) is solved by its own Cholesky factorization.
+  if (is_archive(request.a)) return run_tlr_solve(request, out, err);
   return guarded("covflow linalg solve", err, [&]() -> int {
     if (request.output.empty()) fail(exit_code::usage, "--out is required");
     const io::NpyArray a = load(request.a);

@@ -14,6 +14,8 @@
 #include <optional>
 #include <utility>
 
+#include "npy_source.hpp"
+
 namespace covflow::io {
 
 static_assert(std::endian::native == std::endian::little,
@@ -29,10 +31,9 @@ constexpr std::size_t kArrayAlign = 64;
 constexpr std::size_t kGrowthAxisMaxDigits = 21;
 
 using Kind = NpyError::Kind;
-
-[[noreturn]] void fail(Kind kind, const std::filesystem::path& path, const std::string& what) {
-  throw NpyError(kind, path.string() + ": " + what);
-}
+using detail::fail;
+using detail::File;
+using detail::size_phrase;
 
 std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return std::nullopt;
@@ -76,28 +77,6 @@ std::string quote_header(std::string_view header) {
   return out;
 }
 
-// An RAII FILE*.
-class File {
- public:
-  File(const std::filesystem::path& path, const char* mode) : file_(std::fopen(path.c_str(), mode)) {}
-  ~File() {
-    if (file_ != nullptr) std::fclose(file_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  std::FILE* get() const noexcept { return file_; }
-  // Closes and reports whether everything written reached the file.
-  bool close() {
-    if (file_ == nullptr) return true;
-    const int rc = std::fclose(file_);
-    file_ = nullptr;
-    return rc == 0;
-  }
-
- private:
-  std::FILE* file_;
-};
-
 // ---- the header dict ---------------------------------------------------------------------------
 
 struct Header {
@@ -111,7 +90,7 @@ struct Header {
 // trailing commas.
 class HeaderParser {
  public:
-  HeaderParser(std::string_view text, const std::filesystem::path& path) : text_(text), path_(path) {}
+  HeaderParser(std::string_view text, const std::string& where) : text_(text), where_(where) {}
 
   Header parse() {
     Header header;
@@ -133,9 +112,9 @@ class HeaderParser {
       if (key == "descr") {
         once(have_descr);
         if (peek() == '[')
-          fail(Kind::unsupported, path_,
+          fail(Kind::unsupported, where_,
                "unsupported dtype: a structured dtype (descr is a list of fields); covflow reads plain "
-               "float32, float64, complex64 and complex128 arrays");
+               "float32, float64, complex64, complex128 and int32 arrays");
         header.descr = parse_string("the value of 'descr'");
       } else if (key == "fortran_order") {
         once(have_order);
@@ -162,7 +141,7 @@ class HeaderParser {
 
  private:
   [[noreturn]] void malformed(const std::string& why) const {
-    fail(Kind::damaged, path_, "malformed header: " + why + "; the header reads: " + quote_header(text_));
+    fail(Kind::damaged, where_, "malformed header: " + why + "; the header reads: " + quote_header(text_));
   }
   bool at_end() const { return pos_ >= text_.size(); }
   char peek() const { return at_end() ? '\0' : text_[pos_]; }
@@ -243,7 +222,7 @@ class HeaderParser {
   }
 
   std::string_view text_;
-  const std::filesystem::path& path_;
+  const std::string& where_;
   std::size_t pos_ = 0;
 };
 
@@ -278,7 +257,7 @@ std::string describe_foreign_descr(std::string_view type) {
   }
 }
 
-DescrInfo interpret_descr(const std::string& descr, const std::filesystem::path& path) {
+DescrInfo interpret_descr(const std::string& descr, const std::string& where) {
   std::string_view type = descr;
   bool big_endian = false;
   if (!type.empty() && (type[0] == '<' || type[0] == '>' || type[0] == '=' || type[0] == '|')) {
@@ -289,12 +268,13 @@ DescrInfo interpret_descr(const std::string& descr, const std::filesystem::path&
   if (type == "f8") return {NpyDtype::float64, big_endian};
   if (type == "c8") return {NpyDtype::complex64, big_endian};
   if (type == "c16") return {NpyDtype::complex128, big_endian};
+  if (type == "i4") return {NpyDtype::int32, big_endian};
   std::string what = "unsupported dtype '" + quote_header(descr) + "'";
   if (const std::string name = describe_foreign_descr(type); !name.empty()) what += " (" + name + ")";
   if (type == "O") what += " (Python objects)";
-  fail(Kind::unsupported, path,
-       what + "; covflow reads float32 '<f4', float64 '<f8', complex64 '<c8' and complex128 '<c16' "
-              "(byte order '<', '>', '=' or '|')");
+  fail(Kind::unsupported, where,
+       what + "; covflow reads float32 '<f4', float64 '<f8', complex64 '<c8', complex128 '<c16' and int32 "
+              "'<i4' (byte order '<', '>', '=' or '|')");
 }
 
 void byte_swap(std::vector<std::byte>& bytes, std::size_t component) {
@@ -303,9 +283,17 @@ void byte_swap(std::vector<std::byte>& bytes, std::size_t component) {
                  bytes.begin() + static_cast<std::ptrdiff_t>(i + component));
 }
 
+}  // namespace
+
+namespace detail {
+
+void fail(NpyError::Kind kind, const std::string& where, const std::string& what) {
+  throw NpyError(kind, where + ": " + what);
+}
+
 std::string size_phrase(std::uint64_t bytes) { return std::to_string(bytes) + (bytes == 1 ? " byte" : " bytes"); }
 
-}  // namespace
+}  // namespace detail
 
 // ---- dtypes ------------------------------------------------------------------------------------
 
@@ -315,6 +303,7 @@ std::string_view numpy_name(NpyDtype dtype) noexcept {
     case NpyDtype::float64: return "float64";
     case NpyDtype::complex64: return "complex64";
     case NpyDtype::complex128: return "complex128";
+    case NpyDtype::int32: return "int32";
   }
   return "unknown";
 }
@@ -325,6 +314,7 @@ std::string_view descr(NpyDtype dtype) noexcept {
     case NpyDtype::float64: return "<f8";
     case NpyDtype::complex64: return "<c8";
     case NpyDtype::complex128: return "<c16";
+    case NpyDtype::int32: return "<i4";
   }
   return "";
 }
@@ -335,6 +325,7 @@ std::size_t item_size(NpyDtype dtype) noexcept {
     case NpyDtype::float64: return 8;
     case NpyDtype::complex64: return 8;
     case NpyDtype::complex128: return 16;
+    case NpyDtype::int32: return 4;
   }
   return 0;
 }
@@ -365,65 +356,72 @@ std::string format_shape(std::span<const std::uint64_t> shape) {
 
 // ---- reading -----------------------------------------------------------------------------------
 
-NpyArray read_npy(const std::filesystem::path& path) {
-  File file(path, "rb");
-  if (file.get() == nullptr) fail(Kind::io, path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
-  if (::fstat(::fileno(file.get()), &st) != 0)
-    fail(Kind::io, path, std::string("cannot stat: ") + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) fail(Kind::io, path, "is a directory, not an NPY file");
-  if (!S_ISREG(st.st_mode)) fail(Kind::io, path, "is not a regular file (covflow needs to know the size of an NPY file)");
-  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+namespace {
 
-  // Everything below reads what the size says is there; a file that shrinks meanwhile is "truncated".
-  auto read_exact = [&](void* into, std::size_t count, const char* what) {
+// A whole regular file whose size fstat gave.
+class FileSource final : public detail::NpySource {
+ public:
+  FileSource(std::FILE* file, std::uint64_t size, const std::string& where) : file_(file), size_(size), where_(where) {}
+  std::uint64_t size() const override { return size_; }
+  // Everything reads what the size says is there; a file that shrinks meanwhile is "truncated".
+  void read(void* into, std::size_t count, const char* what) override {
     if (count == 0) return;
-    if (std::fread(into, 1, count, file.get()) != count) {
-      if (std::ferror(file.get())) fail(Kind::io, path, std::string("read error in ") + what + ": " + std::strerror(errno));
-      fail(Kind::damaged, path, std::string("truncated: the file ended while reading ") + what);
+    if (std::fread(into, 1, count, file_) != count) {
+      if (std::ferror(file_)) fail(Kind::io, where_, std::string("read error in ") + what + ": " + std::strerror(errno));
+      fail(Kind::damaged, where_, std::string("truncated: the file ended while reading ") + what);
     }
-  };
+  }
 
-  if (file_size == 0) fail(Kind::damaged, path, "empty file (0 bytes), not an NPY file");
+ private:
+  std::FILE* file_;
+  std::uint64_t size_;
+  const std::string& where_;
+};
+
+}  // namespace
+
+NpyArray detail::parse_npy(NpySource& source, const std::string& where) {
+  const std::uint64_t file_size = source.size();
+  if (file_size == 0) fail(Kind::damaged, where, "empty file (0 bytes), not an NPY file");
   std::array<unsigned char, 12> preamble{};
   const std::size_t first = static_cast<std::size_t>(std::min<std::uint64_t>(file_size, kMagicAndVersion));
-  read_exact(preamble.data(), first, "the preamble");
+  source.read(preamble.data(), first, "the preamble");
   const std::size_t magic_seen = std::min(first, kMagic.size());
   if (std::memcmp(preamble.data(), kMagic.data(), magic_seen) != 0) {
     std::string what = "not an NPY file: bad magic (starts with " + hex_bytes(preamble.data(), magic_seen) +
                        ", an NPY file starts with 93 4e 55 4d 50 59, \"\\x93NUMPY\")";
     if (preamble[0] == 'P' && preamble[1] == 'K')
       what += "; this looks like a zip archive such as an .npz from numpy.savez: save one array with numpy.save";
-    fail(Kind::damaged, path, what);
+    fail(Kind::damaged, where, what);
   }
   if (first < kMagicAndVersion)
-    fail(Kind::damaged, path,
+    fail(Kind::damaged, where,
          "truncated: the file holds " + size_phrase(file_size) + ", less than the 10-byte NPY preamble");
   const int major = preamble[6], minor = preamble[7];
   if (!((major == 1 || major == 2 || major == 3) && minor == 0))
-    fail(Kind::damaged, path,
+    fail(Kind::damaged, where,
          "unknown NPY format version " + std::to_string(major) + "." + std::to_string(minor) +
              " (covflow reads 1.0, 2.0 and 3.0)");
   const std::size_t length_bytes = major == 1 ? 2 : 4;
   const std::size_t preamble_size = kMagicAndVersion + length_bytes;
   if (file_size < preamble_size)
-    fail(Kind::damaged, path,
+    fail(Kind::damaged, where,
          "truncated: the file holds " + size_phrase(file_size) + ", less than the " + std::to_string(preamble_size) +
              "-byte preamble of NPY version " + std::to_string(major) + ".0");
-  read_exact(preamble.data() + kMagicAndVersion, length_bytes, "the preamble");
+  source.read(preamble.data() + kMagicAndVersion, length_bytes, "the preamble");
   std::uint64_t header_length = 0;
   for (std::size_t i = 0; i < length_bytes; ++i)
     header_length |= std::uint64_t(preamble[kMagicAndVersion + i]) << (8 * i);
   const std::uint64_t after_preamble = file_size - preamble_size;
   if (header_length > after_preamble)
-    fail(Kind::damaged, path,
+    fail(Kind::damaged, where,
          "header length field says " + size_phrase(header_length) + " but only " + size_phrase(after_preamble) +
              " follow the preamble");
 
   std::string header_text(static_cast<std::size_t>(header_length), '\0');
-  read_exact(header_text.data(), header_text.size(), "the header");
-  const Header header = HeaderParser(header_text, path).parse();
-  const DescrInfo type = interpret_descr(header.descr, path);
+  source.read(header_text.data(), header_text.size(), "the header");
+  const Header header = HeaderParser(header_text, where).parse();
+  const DescrInfo type = interpret_descr(header.descr, where);
 
   NpyArray array;
   array.dtype = type.dtype;
@@ -433,21 +431,34 @@ NpyArray read_npy(const std::filesystem::path& path) {
   const auto count = checked_count(array.shape);
   const auto data_bytes = count ? checked_mul(*count, item_size(array.dtype)) : std::nullopt;
   if (!data_bytes)
-    fail(Kind::damaged, path, "header says shape " + described + ", more bytes than 64 bits can count");
+    fail(Kind::damaged, where, "header says shape " + described + ", more bytes than 64 bits can count");
   const std::uint64_t available = after_preamble - header_length;
   if (*data_bytes > available)
-    fail(Kind::damaged, path,
+    fail(Kind::damaged, where,
          "header says shape " + described + " = " + size_phrase(*data_bytes) + " but only " + size_phrase(available) +
              " follow the header");
   if (*data_bytes < available)
-    fail(Kind::damaged, path,
+    fail(Kind::damaged, where,
          size_phrase(available - *data_bytes) + " follow the array data (header says shape " + described + " = " +
              size_phrase(*data_bytes) + "); an NPY file holds exactly one array");
 
   array.bytes.resize(static_cast<std::size_t>(*data_bytes));
-  read_exact(array.bytes.data(), array.bytes.size(), "the array data");
+  source.read(array.bytes.data(), array.bytes.size(), "the array data");
   if (type.big_endian) byte_swap(array.bytes, is_complex(array.dtype) ? item_size(array.dtype) / 2 : item_size(array.dtype));
   return array;
+}
+
+NpyArray read_npy(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  File file(path, "rb");
+  if (file.get() == nullptr) fail(Kind::io, where, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st{};
+  if (::fstat(::fileno(file.get()), &st) != 0)
+    fail(Kind::io, where, std::string("cannot stat: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail(Kind::io, where, "is a directory, not an NPY file");
+  if (!S_ISREG(st.st_mode)) fail(Kind::io, where, "is not a regular file (covflow needs to know the size of an NPY file)");
+  FileSource source(file.get(), static_cast<std::uint64_t>(st.st_size), where);
+  return detail::parse_npy(source, where);
 }
 
 // ---- writing -----------------------------------------------------------------------------------
@@ -482,20 +493,20 @@ void write_npy(const std::filesystem::path& path, const NpyArray& array) {
   const auto count = checked_count(array.shape);
   const auto data_bytes = count ? checked_mul(*count, item_size(array.dtype)) : std::nullopt;
   if (!data_bytes || *data_bytes != array.bytes.size())
-    fail(Kind::argument, path,
+    fail(Kind::argument, path.string(),
          "cannot write: shape " + format_shape(array.shape) + " " + std::string(numpy_name(array.dtype)) +
              " needs " + (data_bytes ? size_phrase(*data_bytes) : std::string("more bytes than 64 bits count")) +
              " of data, " + size_phrase(array.bytes.size()) + " given");
   const std::string header = npy_header(array.dtype, array.shape, array.fortran_order);
   File file(path, "wb");
-  if (file.get() == nullptr) fail(Kind::io, path, std::string("cannot create: ") + std::strerror(errno));
+  if (file.get() == nullptr) fail(Kind::io, path.string(), std::string("cannot create: ") + std::strerror(errno));
   // A file cut short by a full disk must not be left to pass for a result.
   auto fail_and_remove = [&](const char* what) {
     const std::string reason = std::strerror(errno);
     file.close();
     std::error_code ignored;
     std::filesystem::remove(path, ignored);
-    fail(Kind::io, path, std::string(what) + reason);
+    fail(Kind::io, path.string(), std::string(what) + reason);
   };
   if (std::fwrite(header.data(), 1, header.size(), file.get()) != header.size() ||
       (!array.bytes.empty() && std::fwrite(array.bytes.data(), 1, array.bytes.size(), file.get()) != array.bytes.size()))

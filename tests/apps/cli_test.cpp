@@ -143,8 +143,9 @@ TEST(Cli, ConfigErrorsExitThree) {
   const Outcome r = run(dir, covflow_cli + " synth -o x.cvf --set scenario.elemnts=8");
   EXPECT_EQ(r.code, 3);
   EXPECT_EQ(r.err,
-            "covflow: error: --set: scenario.elemnts: unknown key; expected one of elements, spacing_wavelengths, sources, "
-            "jammers, snapshots, cells, frame_rate_hz, seed, payload, element_type; did you mean 'scenario.elements'?\n");
+            "covflow: error: --set: scenario.elemnts: unknown key; expected one of geometry, elements, spacing_wavelengths, "
+            "planar, positions, sources, jammers, clutter, snapshots, cells, frame_rate_hz, seed, payload, covariance, "
+            "element_type; did you mean 'scenario.elements'?\n");
   EXPECT_FALSE(std::filesystem::exists(dir / "x.cvf"));
   const Outcome missing = run(dir, covflow_cli + " synth -o x.cvf --config nowhere.yaml");
   EXPECT_EQ(missing.code, 3);
@@ -334,6 +335,7 @@ std::vector<cd> load_npy(const std::filesystem::path& file, const Shape& shape, 
     case io::NpyDtype::complex64: convert(static_cast<linalg::cf32*>(nullptr)); break;
     case io::NpyDtype::float64: convert(static_cast<double*>(nullptr)); break;
     case io::NpyDtype::float32: convert(static_cast<float*>(nullptr)); break;
+    case io::NpyDtype::int32: ADD_FAILURE() << file << ": int32, not a matrix"; break;
   }
   return out;
 }
@@ -563,12 +565,9 @@ TEST(CliLinalg, QrSvdAndRsvdErrorsHaveTheirExitCodes) {
   save_npy(dir / "sq.npy", {2, 2}, std::vector<double>{2, 1, 1, 2});
   save_npy(dir / "rank4.npy", {1, 1, 2, 2}, std::vector<double>{1, 2, 3, 4});
   {
-    // int32, written by hand: io writes only the four types covflow computes with.
-    const std::string header = io::npy_header(io::NpyDtype::float32, std::vector<std::uint64_t>{2, 2}, false);
-    std::string bytes = header;
-    bytes.replace(bytes.find("<f4"), 3, "<i4");
-    bytes += std::string(16, '\0');
-    std::ofstream(dir / "int.npy", std::ios::binary) << bytes;
+    // int32: a well-formed file that no linear algebra takes.
+    io::NpyArray ints{io::NpyDtype::int32, {2, 2}, false, std::vector<std::byte>(16)};
+    io::write_npy(dir / "int.npy", ints);
   }
   const auto ok_bytes = test::read_bytes(dir / "ok.npy");
   test::write_bytes(dir / "short.npy", std::span(ok_bytes).first(ok_bytes.size() - 8));
@@ -595,8 +594,8 @@ TEST(CliLinalg, QrSvdAndRsvdErrorsHaveTheirExitCodes) {
       {"linalg qr ok.npy --q no/such/dir/q.npy", 5, "cannot create"},
       {"linalg qr flat.npy --q q.npy", 4, "expected (batch, m, n) or (m, n) matrices, got shape (6,) float64 (1 dimensions)"},
       {"linalg svd rank4.npy --s s.npy", 4, "(4 dimensions)"},
-      {"linalg qr int.npy --r r.npy", 4, "int32"},
-      {"linalg svd int.npy --s s.npy", 4, "int32"},
+      {"linalg qr int.npy --r r.npy", 4, "int.npy: unsupported dtype '<i4' (int32) for a matrix"},
+      {"linalg svd int.npy --s s.npy", 4, "int.npy: unsupported dtype '<i4' (int32)"},
       {"linalg qr short.npy --r r.npy", 4, "bytes follow the header"},
       {"linalg svd short.npy --s s.npy", 4, "bytes follow the header"},
       {"linalg svd magic.npy --s s.npy", 4, "magic.npy"},
@@ -617,7 +616,7 @@ TEST(CliLinalg, QrSvdAndRsvdErrorsHaveTheirExitCodes) {
       {"linalg rsvd ok.npy --rank 1 --hermitian --s s.npy", 4, "ok.npy: --hermitian takes square matrices, got shape (3, 2) float64: 3×2"},
       {"linalg rsvd absent.npy --rank 1 --s s.npy", 5, "covflow linalg rsvd: error: absent.npy: cannot open"},
       {"linalg rsvd flat.npy --rank 1 --s s.npy", 4, "expected (batch, m, n) or (m, n) matrices"},
-      {"linalg rsvd int.npy --rank 1 --s s.npy", 4, "int32"},
+      {"linalg rsvd int.npy --rank 1 --s s.npy", 4, "int.npy: unsupported dtype '<i4' (int32)"},
       {"linalg rsvd ok.npy --rank 1 --s s.npy --ranks no/such/dir/r.npy", 5, "no/such/dir/r.npy: cannot create"},
   };
   for (const Case& c : cases) {
@@ -686,7 +685,8 @@ void append_with_values(std::vector<T>& a, std::size_t m, std::size_t n, const s
     }
 }
 
-// R.npy is int32, which io does not read: checked to be numpy.save's bytes for that shape.
+// R.npy is int32: checked to be numpy.save's bytes for that shape (its header as numpy.save writes
+// it for float32, with the descr changed: the same length).
 std::vector<std::int32_t> load_ranks(const std::filesystem::path& file, const Shape& shape) {
   std::string header = io::npy_header(io::NpyDtype::float32, shape, false);
   header.replace(header.find("'<f4'"), 5, "'<i4'");

@@ -4,6 +4,7 @@
 
 #include <complex>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <string_view>
@@ -60,6 +61,33 @@ TYPED_TEST(NpyRoundTrip, EveryRankAndOrderReadsBackAsWritten) {
   }
 }
 
+// int32 (ranks, pivots, tile positions) goes through the same reader and writer.
+TEST(NpyRoundTrip, Int32ReadsBackAsWritten) {
+  ScratchDir dir;
+  std::mt19937_64 rng(fresh_seed("NpyRoundTrip.Int32"));
+  std::uniform_int_distribution<std::int32_t> draw(std::numeric_limits<std::int32_t>::min(),
+                                                   std::numeric_limits<std::int32_t>::max());
+  for (const std::vector<std::uint64_t>& shape : std::vector<std::vector<std::uint64_t>>{{}, {5}, {3, 4}, {2, 0, 3}}) {
+    for (bool fortran : {false, true}) {
+      std::uint64_t count = 1;
+      for (auto d : shape) count *= d;
+      std::vector<std::int32_t> values(count);
+      for (auto& v : values) v = draw(rng);
+      io::write_npy(dir / "i.npy", make_array(values, shape, fortran));
+      const NpyArray read = io::read_npy(dir / "i.npy");
+      EXPECT_EQ(read.dtype, NpyDtype::int32);
+      EXPECT_EQ(read.shape, shape);
+      EXPECT_EQ(read.fortran_order, fortran);
+      EXPECT_EQ(values_of<std::int32_t>(read), values);
+    }
+  }
+  EXPECT_EQ(io::numpy_name(NpyDtype::int32), "int32");
+  EXPECT_EQ(io::descr(NpyDtype::int32), "<i4");
+  EXPECT_EQ(io::item_size(NpyDtype::int32), 4u);
+  EXPECT_EQ(io::real_dtype(NpyDtype::int32), NpyDtype::int32);
+  EXPECT_FALSE(io::is_complex(NpyDtype::int32));
+}
+
 // ---- numpy's byte layout -----------------------------------------------------------------------
 
 // What numpy 1.24's numpy.save writes for these arrays, taken from it once: the preamble, the dict
@@ -82,6 +110,17 @@ TEST(NpyLayout, HeadersMatchNumpyByteForByte) {
   EXPECT_EQ(io::npy_header(NpyDtype::complex64, s23, true),
             std::string("\x93NUMPY\x01\x00v\x00"sv) + "{'descr': '<c8', 'fortran_order': True, 'shape': (2, 3), }" +
                 std::string(59, ' ') + "\n");
+  // numpy.save(f, np.arange(6, dtype=np.int32).reshape(2, 3)) and of np.int32(7) (0-d), whole files.
+  ScratchDir dir;
+  io::write_npy(dir / "i.npy", make_array(std::vector<std::int32_t>{0, 1, 2, 3, 4, 5}, s23));
+  EXPECT_EQ(read_bytes(dir / "i.npy"),
+            std::string("\x93NUMPY\x01\x00v\x00"sv) + "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }" +
+                std::string(58, ' ') + "\n" +
+                std::string("\0\0\0\0\x01\0\0\0\x02\0\0\0\x03\0\0\0\x04\0\0\0\x05\0\0\0"sv));
+  io::write_npy(dir / "s.npy", make_array(std::vector<std::int32_t>{7}, s0));
+  EXPECT_EQ(read_bytes(dir / "s.npy"),
+            std::string("\x93NUMPY\x01\x00v\x00"sv) + "{'descr': '<i4', 'fortran_order': False, 'shape': (), }" +
+                std::string(62, ' ') + "\n" + std::string("\x07\0\0\0"sv));
 }
 
 TEST(NpyLayout, WholeFileIsHeaderThenLittleEndianData) {
@@ -151,6 +190,12 @@ TEST(NpyRead, BigEndianIsByteSwapped) {
   const NpyArray c = io::read_npy(dir / "bec.npy");
   EXPECT_EQ(c.dtype, NpyDtype::complex64);
   EXPECT_EQ(values_of<std::complex<float>>(c), (std::vector<std::complex<float>>{{1.0f, 2.0f}}));
+  // >i4 1, -2
+  write_bytes(dir / "bei.npy", npy_file("{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }",
+                                        "\x00\x00\x00\x01\xff\xff\xff\xfe"sv));
+  const NpyArray i = io::read_npy(dir / "bei.npy");
+  EXPECT_EQ(i.dtype, NpyDtype::int32);
+  EXPECT_EQ(values_of<std::int32_t>(i), (std::vector<std::int32_t>{1, -2}));
 }
 
 TEST(NpyRead, NativeAndNotApplicableByteOrderMarks) {
@@ -159,6 +204,11 @@ TEST(NpyRead, NativeAndNotApplicableByteOrderMarks) {
     write_bytes(dir / "n.npy", npy_file("{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (2,), }",
                                         kTwoDoubles));
     EXPECT_EQ(values_of<double>(io::read_npy(dir / "n.npy")), (std::vector<double>{1.0, -2.5})) << descr;
+  }
+  for (std::string_view descr : {"=i4", "|i4", "i4"}) {
+    write_bytes(dir / "n.npy", npy_file("{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (2,), }",
+                                        "\x01\x00\x00\x00\xfe\xff\xff\xff"sv));
+    EXPECT_EQ(values_of<std::int32_t>(io::read_npy(dir / "n.npy")), (std::vector<std::int32_t>{1, -2})) << descr;
   }
 }
 

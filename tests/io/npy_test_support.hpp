@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <complex>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,7 @@ template <> constexpr io::NpyDtype dtype_of<float>() { return io::NpyDtype::floa
 template <> constexpr io::NpyDtype dtype_of<double>() { return io::NpyDtype::float64; }
 template <> constexpr io::NpyDtype dtype_of<std::complex<float>>() { return io::NpyDtype::complex64; }
 template <> constexpr io::NpyDtype dtype_of<std::complex<double>>() { return io::NpyDtype::complex128; }
+template <> constexpr io::NpyDtype dtype_of<std::int32_t>() { return io::NpyDtype::int32; }
 
 template <class T>
 io::NpyArray make_array(const std::vector<T>& values, std::vector<std::uint64_t> shape, bool fortran_order = false) {

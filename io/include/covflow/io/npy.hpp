@@ -6,10 +6,11 @@
 // and ended by '\n', then the raw element data.
 //
 // covflow reads versions 1.0, 2.0 and 3.0 and the four element types its linear algebra uses —
-// float32, float64, complex64 and complex128 — in any shape and either element order. Byte order:
+// float32, float64, complex64 and complex128 — and int32 (ranks, pivots, tile positions: the
+// integers covflow writes beside its results), in any shape and either element order. Byte order:
 // '<' (little-endian) is what numpy writes on every host covflow runs on; '>' (big-endian) is read
 // and byte-swapped; '=' (native) and '|' (not applicable, which numpy also takes as native) are
-// read as little-endian, the native order of every supported host. Anything else (integers,
+// read as little-endian, the native order of every supported host. Anything else (other integers,
 // float16, long double, structured or object arrays) is refused with a message that names it and
 // the supported types.
 //
@@ -29,17 +30,21 @@
 
 namespace covflow::io {
 
-enum class NpyDtype : std::uint8_t { float32, float64, complex64, complex128 };
+// int32 is read and written like the others, but no linear algebra takes it: a command that
+// takes matrices refuses it.
+enum class NpyDtype : std::uint8_t { float32, float64, complex64, complex128, int32 };
 
 // numpy's name ("complex128"), the descr numpy writes ("<c16"), and bytes per element.
 std::string_view numpy_name(NpyDtype dtype) noexcept;
 std::string_view descr(NpyDtype dtype) noexcept;
 std::size_t item_size(NpyDtype dtype) noexcept;
-// The real type of the same precision: float32 for complex64, float64 for complex128.
+// The real type of the same precision: float32 for complex64, float64 for complex128 (the others
+// are their own).
 NpyDtype real_dtype(NpyDtype dtype) noexcept;
 bool is_complex(NpyDtype dtype) noexcept;
 
-// Every error of this module. what() starts with the file's path as given.
+// Every error of this module. what() starts with the file's path as given (for a member of an .npz
+// archive, the archive's path and then the member's file name: "C.npz: diag.npy: ...").
 class NpyError : public std::runtime_error {
  public:
   enum class Kind {
