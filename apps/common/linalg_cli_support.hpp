@@ -221,4 +221,18 @@ int guarded(const std::string& command, std::ostream& err, Body&& body) {
 // --device's text (CLI11 has checked it is cpu, cuda or auto).
 DeviceChoice parse_device(const std::string& text);
 
+// Typed<T>::run(args...) for the element type of a loaded array. load() and load_archive() refuse
+// int32, so no command reaches it with one.
+template <template <class> class Typed, class... Args>
+int by_dtype(io::NpyDtype dtype, Args&&... args) {
+  switch (dtype) {
+    case io::NpyDtype::complex128: return Typed<la::cf64>::run(args...);
+    case io::NpyDtype::complex64: return Typed<la::cf32>::run(args...);
+    case io::NpyDtype::float64: return Typed<la::f64>::run(args...);
+    case io::NpyDtype::float32: return Typed<la::f32>::run(args...);
+    case io::NpyDtype::int32: break;
+  }
+  fail(exit_code::internal_error, "unhandled dtype");
+}
+
 }  // namespace covflow::cli::detail

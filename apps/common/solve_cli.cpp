@@ -386,18 +386,6 @@ int solve_typed(const SolveRequest& request, const io::NpyArray& a_file, const i
   return failures.finish();
 }
 
-template <template <class> class Typed, class... Args>
-int by_dtype(io::NpyDtype dtype, Args&&... args) {
-  switch (dtype) {
-    case io::NpyDtype::complex128: return Typed<la::cf64>::run(args...);
-    case io::NpyDtype::complex64: return Typed<la::cf32>::run(args...);
-    case io::NpyDtype::float64: return Typed<la::f64>::run(args...);
-    case io::NpyDtype::float32: return Typed<la::f32>::run(args...);
-    case io::NpyDtype::int32: break;  // load() refuses it: no linear algebra takes int32
-  }
-  fail(exit_code::internal_error, "unhandled dtype");
-}
-
 template <class T>
 struct Lu {
   static int run(const LuRequest& r, const io::NpyArray& a, const Stack& s, std::ostream& out, std::ostream& err) {

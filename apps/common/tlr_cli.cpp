@@ -550,18 +550,6 @@ int tlr_solve_typed(const SolveRequest& request, const Archive& a, const io::Npy
   return failures.report(err, command, request.a, s, request.output.string());
 }
 
-template <template <class> class Typed, class... Args>
-int by_dtype(io::NpyDtype dtype, Args&&... args) {
-  switch (dtype) {
-    case io::NpyDtype::complex128: return Typed<la::cf64>::run(args...);
-    case io::NpyDtype::complex64: return Typed<la::cf32>::run(args...);
-    case io::NpyDtype::float64: return Typed<la::f64>::run(args...);
-    case io::NpyDtype::float32: return Typed<la::f32>::run(args...);
-    case io::NpyDtype::int32: break;  // load() and load_archive() refuse it
-  }
-  fail(exit_code::internal_error, "unhandled dtype");
-}
-
 template <class T>
 struct Compress {
   static int run(const CompressRequest& r, const io::NpyArray& a, const Stack& s, std::ostream& out, std::ostream& err) {

@@ -163,18 +163,11 @@ void gemm_lll(Exec& exec, Op op_a, Op op_b, T alpha, Tlr<const T> a, Tlr<const T
       info[m] = result;
       return;
     }
-    double dropped = 0;
-    bool failed = false;
-    for (int64_t slot = 0; slot < slots; ++slot) {
-      dropped += w.dropped2[m * slots + slot];
-      result.capped_tiles += w.capped[m * slots + slot];
-      failed = failed || w.svd_failed[m * slots + slot];
-    }
-    result.error = std::sqrt(twice * dropped);
+    const TileTotals totals = tile_totals(w.dropped2, w.capped, w.svd_failed, m, slots);
+    result.capped_tiles = totals.capped;
+    result.error = std::sqrt(twice * totals.dropped2);
     result.norm = std::sqrt(w.matrix_norm2[m]);
-    result.status = failed                    ? tlr_status::svd_failed
-                    : result.capped_tiles > 0 ? tlr_status::max_rank_reached
-                                              : tlr_status::ok;
+    result.status = totals.status();
     info[m] = result;
   });
 }

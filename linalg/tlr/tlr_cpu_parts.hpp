@@ -451,4 +451,27 @@ void stack_tile(Stack<T>& st, const T* u, const T* v, int m, int n, int k, std::
   st.width = k;
 }
 
+// One matrix's sums over its slots after a pass of truncations (LLL, potrf): the squared norm
+// dropped, the tiles cut at max_rank, and whether any tile's SVD failed; and the status they give
+// a matrix that did not fail otherwise.
+struct TileTotals {
+  double dropped2 = 0;
+  std::int32_t capped = 0;
+  bool failed = false;
+
+  std::int32_t status() const {
+    return failed ? tlr_status::svd_failed : capped > 0 ? tlr_status::max_rank_reached : tlr_status::ok;
+  }
+};
+inline TileTotals tile_totals(const double* dropped2, const int* capped, const int* failed, std::int64_t m,
+                              std::int64_t slots) {
+  TileTotals t;
+  for (std::int64_t slot = m * slots; slot < (m + 1) * slots; ++slot) {
+    t.dropped2 += dropped2[slot];
+    t.capped += capped[slot];
+    t.failed = t.failed || failed[slot] != 0;
+  }
+  return t;
+}
+
 }  // namespace covflow::linalg::detail::tlr_cpu

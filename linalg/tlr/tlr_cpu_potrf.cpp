@@ -194,19 +194,11 @@ void potrf(Exec& exec, Tlr<T> a, std::span<TlrInfo> info, std::span<std::byte> w
       info[m] = result;
       return;
     }
-    double dropped = 0;
-    bool failed = false;
-    for (int64_t slot = 0; slot < slots; ++slot) {
-      dropped += w.dropped2[m * slots + slot];
-      result.capped_tiles += w.capped[m * slots + slot];
-      failed = failed || w.svd_failed[m * slots + slot];
-    }
-    result.error = std::sqrt(2 * dropped);
+    const TileTotals totals = tile_totals(w.dropped2, w.capped, w.svd_failed, m, slots);
+    result.capped_tiles = totals.capped;
+    result.error = std::sqrt(2 * totals.dropped2);
     result.norm = std::sqrt(w.norm2[m]);
-    if (result.status == tlr_status::ok)
-      result.status = failed                    ? tlr_status::svd_failed
-                      : result.capped_tiles > 0 ? tlr_status::max_rank_reached
-                                                : tlr_status::ok;
+    if (result.status == tlr_status::ok) result.status = totals.status();
     info[m] = result;
   });
 }
