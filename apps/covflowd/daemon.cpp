@@ -234,8 +234,11 @@ int Daemon::run() {
   auto log = pipeline::logger("covflowd");
   started_ns_ = now_ns();
   reports_->start();
-  control_->start();
   attach_and_start(*pipeline_, std::move(initial_input_));
+  // The control socket answers only once the input is attached: a status or reload request that
+  // came in before would read the input wrapper before it exists (UBSan saw a status request do
+  // so in the CURVE lifecycle test, the daemon then answering nothing more).
+  control_->start();
   log->info("running: input {}; stages {}; budget {} ms; queue {} ({})", pipeline_->input->describe(),
             fmt::join(pipeline_->stage_names, " → "), config_.pipeline.budget_ms, config_.pipeline.queue_depth,
             name(config_.pipeline.overflow));
