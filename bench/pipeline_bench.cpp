@@ -411,7 +411,7 @@ nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const Pi
   names.emplace_back("publish");
   auto results = std::make_shared<pipeline::ResultsPublisher>("tcp://127.0.0.1:*", "covflow-bench results");
   chain.push_back(std::make_unique<stages::PublishStage>(
-      results, stages::PublishOptions{.recorder = nullptr, .stage_names = names, .json = {}}));
+      results, stages::PublishOptions{.recorder = nullptr, .stage_names = names, .json = {}, .results = nullptr}));
   pipeline::RunnerOptions options;
   options.budget_ms = s.cfg.pipeline.budget_ms;
   options.queue_depth = std::size_t(s.cfg.pipeline.queue_depth);

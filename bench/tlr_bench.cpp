@@ -57,6 +57,8 @@ struct Case {
 constexpr double kBudgetMs = 4000;
 constexpr int kRhs = 16;
 
+#if COVFLOW_HAS_CUDA
+
 // Row order of a k-d tree on 2-D points (column-major n × 2): split at the mean of the wider
 // coordinate until a part fits one tile, so that consecutive tiles are spatial clusters.
 std::vector<double> cluster_order(std::vector<double> p, std::int64_t n, std::int64_t tile) {
@@ -86,7 +88,6 @@ std::vector<double> cluster_order(std::vector<double> p, std::int64_t n, std::in
   return out;
 }
 
-#if COVFLOW_HAS_CUDA
 template <class T> struct Cu;
 template <> struct Cu<f32> { static constexpr cudaDataType data = CUDA_R_32F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F; };
 template <> struct Cu<f64> { static constexpr cudaDataType data = CUDA_R_64F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F; };

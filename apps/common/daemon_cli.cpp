@@ -1,4 +1,4 @@
-// `covflow stats` and `covflow ctl` (daemon_cli.hpp). The field names read here are those of
+// `covflow stats`, `covflow ctl` and `covflow record-results` (daemon_cli.hpp). The field names read here are those of
 // docs/zmq.md; a field a report lacks is shown as "-" rather than failing, so a newer daemon's
 // report still prints.
 #include "common/daemon_cli.hpp"
@@ -16,6 +16,8 @@
 
 #include "common/exit_codes.hpp"
 #include "covflow/pipeline/security.hpp"
+#include "covflow/replay/error.hpp"
+#include "covflow/stages/results_recorder.hpp"
 
 namespace covflow::cli {
 namespace {
@@ -218,6 +220,82 @@ int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err) {
     return exit_code::internal_error;
   }
   out << answer.dump(2) << '\n';
+  return exit_code::ok;
+}
+
+int run_record_results(const RecordResultsRequest& request, std::ostream& err) {
+  constexpr std::string_view program = "covflow record-results";
+  zmq::context_t context;
+  zmq::socket_t results(context, zmq::socket_type::sub);
+  results.set(zmq::sockopt::subscribe, "result");
+  results.set(zmq::sockopt::linger, 0);
+  if (!connect(results, request.endpoint, request.curve, err, program)) return exit_code::usage;
+  std::optional<zmq::socket_t> reports;
+  if (!request.reports_endpoint.empty()) {
+    reports.emplace(context, zmq::socket_type::sub);
+    reports->set(zmq::sockopt::subscribe, "latency");
+    reports->set(zmq::sockopt::linger, 0);
+    if (!connect(*reports, request.reports_endpoint, request.curve, err, program)) return exit_code::usage;
+  }
+  std::optional<stages::ResultsFile> file;
+  try {
+    file.emplace(request.out, request.overwrite);
+  } catch (const replay::IoError& e) {
+    err << program << ": error: " << e.what() << (request.overwrite ? "" : " (--force overwrites it)") << '\n';
+    return exit_code::io;
+  }
+
+  std::uint64_t result_lines = 0, report_lines = 0, ignored = 0;
+  bool final_report = false;
+  const auto started = std::chrono::steady_clock::now();
+  const auto out_of_time = [&] {
+    return request.seconds > 0 &&
+           std::chrono::steady_clock::now() - started >= std::chrono::duration<double>(request.seconds);
+  };
+  // One message from `socket`, written as a line when it is [topic, JSON object] of that topic.
+  const auto take = [&](zmq::socket_t& socket, stages::ResultsTopic topic) {
+    std::vector<zmq::message_t> parts;
+    if (!zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+    // Subscriptions match prefixes: the topic must be the whole first part.
+    if (parts.size() != 2 || parts[0].to_string_view() != stages::name(topic)) {
+      ++ignored;
+      return;
+    }
+    const std::string_view body = parts[1].to_string_view();
+    const json message = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (message.is_discarded() || !message.is_object()) {
+      if (++ignored == 1) err << program << ": ignored a " << stages::name(topic) << " message that is not a JSON object\n";
+      return;
+    }
+    file->append(topic, body);
+    if (topic == stages::ResultsTopic::result) {
+      ++result_lines;
+    } else {
+      ++report_lines;
+      final_report = message.value("final", false);
+    }
+  };
+  try {
+    while (!stop_flag && !final_report && (request.frames == 0 || result_lines < request.frames) && !out_of_time()) {
+      zmq::pollitem_t items[2] = {{results.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, 0, ZMQ_POLLIN, 0}};
+      int count = 1;
+      if (reports) {
+        items[1].socket = reports->handle();
+        count = 2;
+      }
+      zmq::poll(items, static_cast<std::size_t>(count), std::chrono::milliseconds(100));
+      if (items[0].revents & ZMQ_POLLIN) take(results, stages::ResultsTopic::result);
+      if (count == 2 && (items[1].revents & ZMQ_POLLIN)) take(*reports, stages::ResultsTopic::latency);
+    }
+  } catch (const replay::IoError& e) {
+    err << program << ": error: " << e.what() << '\n';
+    return exit_code::io;
+  }
+  err << program << ": " << result_lines << " results" << (reports ? fmt::format(" and {} reports", report_lines) : "")
+      << " written to " << request.out;
+  if (final_report) err << " (the daemon sent its final report)";
+  if (ignored > 0) err << "; " << ignored << " messages ignored";
+  err << '\n';
   return exit_code::ok;
 }
 

@@ -1,7 +1,8 @@
-// `covflow stats` and `covflow ctl`: the user's side of covflowd's latency reports and control
-// socket (docs/zmq.md has the messages).
+// `covflow stats`, `covflow ctl` and `covflow record-results`: the user's side of covflowd's
+// sockets (docs/zmq.md has the messages).
 //   covflow stats [--connect ENDPOINT] [--count N] [--timeout-ms MS] [--json]
 //   covflow ctl COMMAND [--connect ENDPOINT] [--timeout-ms MS]
+//   covflow record-results --connect ENDPOINT [--reports ENDPOINT] --out FILE [--frames N | --seconds S]
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,16 @@ struct CtlRequest {
   CurveClient curve{};
 };
 
+struct RecordResultsRequest {
+  std::string endpoint = "tcp://127.0.0.1:5600";  // daemon.results_endpoint
+  std::string reports_endpoint;                    // daemon.reports_endpoint; empty: the results alone
+  std::string out;                                 // the JSON Lines file (docs/zmq.md, "Results on disk")
+  bool overwrite = false;                          // truncate `out` when it exists (else: exit 5)
+  std::uint64_t frames = 0;                        // stop after this many results (0: no limit)
+  double seconds = 0;                              // stop after this long (0: no limit)
+  CurveClient curve{};
+};
+
 // The wait `covflow ctl` uses for a request (CtlRequest::timeout_ms, resolved).
 std::int64_t ctl_timeout_ms(const CtlRequest& request);
 
@@ -50,12 +61,19 @@ int run_stats(const StatsRequest& request, std::ostream& out, std::ostream& err)
 // within the timeout; 2 for a bad endpoint or command.
 int run_ctl(const CtlRequest& request, std::ostream& out, std::ostream& err);
 
+// Subscribes to the results (and the reports, when asked) and writes every message as one JSON
+// line, {"topic": ..., "message": ...}, the format covflowd's results_path has. Ends after
+// `frames` results, `seconds`, the daemon's final report (with reports), or when interrupted, and
+// prints what it wrote on `err`. Exit codes: 0 then; 2 for a bad endpoint or key file; 5 when the
+// file cannot be created or written.
+int run_record_results(const RecordResultsRequest& request, std::ostream& err);
+
 // One latency report as the table `covflow stats` prints (exposed for tests).
 // `frames_per_s` is shown as "N frames/s done <rate_span>".
 std::string format_report(const nlohmann::json& report, std::optional<double> frames_per_s = {},
                           std::string_view rate_span = "since the last report");
 
-// Set by a signal handler to end run_stats between reports.
+// Set by a signal handler to end run_stats and run_record_results between messages.
 void request_stop();
 
 }  // namespace covflow::cli

@@ -13,5 +13,6 @@ inline constexpr int io = 5;                  // a file cannot be opened, read o
 inline constexpr int device_unavailable = 6;  // the requested GPU or its code path is not available
 inline constexpr int numerical = 7;           // some matrices failed (per-matrix info != 0); output written
 inline constexpr int unreachable = 8;         // covflowd did not answer (covflow stats, covflow ctl)
+inline constexpr int missing_package = 9;     // a program or package the command runs is not installed (covflow report)
 
 }  // namespace covflow::exit_code

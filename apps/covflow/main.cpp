@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/daemon_cli.hpp"
+#include "common/report_cli.hpp"
 #include "common/exit_codes.hpp"
 #include "common/linalg_cli.hpp"
 #include "covflow/config/build_info.hpp"
@@ -151,7 +152,7 @@ int run_inspect(const std::string& path, bool verify, bool list_records) {
 int main(int argc, char** argv) {
   CLI::App app{"covflow: record, replay, inspect and compute on radar frames"};
   app.require_subcommand(1);
-  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration, 4 damaged data, 5 I/O, 6 device unavailable, 7 some matrices failed, 8 covflowd did not answer.");
+  app.footer("Exit codes: 0 ok, 1 internal error, 2 usage, 3 configuration, 4 damaged data, 5 I/O, 6 device unavailable, 7 some matrices failed, 8 covflowd did not answer, 9 a package is missing.");
 
   const auto& build = config::build_info();
   app.set_version_flag("--version", fmt::format("covflow {} ({}; CUDA architectures: {})", build.version, build.build_type,
@@ -211,6 +212,41 @@ int main(int argc, char** argv) {
   bool stats_append = false;
   stats->add_flag("--append", stats_append, "Print each table below the last even on a terminal (default: redraw in place there)");
 
+  auto* record_results = app.add_subcommand(
+      "record-results", "Write covflowd's results (and latency reports) to a JSON Lines file, as results_path does");
+  cli::RecordResultsRequest record_results_request;
+  record_results->add_option("--connect,-c", record_results_request.endpoint, "covflowd's daemon.results_endpoint")
+      ->capture_default_str();
+  record_results->add_option("--reports", record_results_request.reports_endpoint,
+                             "covflowd's daemon.reports_endpoint: record the latency reports too (and end with the final one)");
+  record_results->add_option("--out,-o", record_results_request.out, "JSON Lines file to write")->required();
+  record_results->add_flag("--force", record_results_request.overwrite, "Overwrite the output file if it exists");
+  auto* results_frames = record_results->add_option("--frames,-n", record_results_request.frames,
+                                                    "Results to write, then exit (default: until interrupted)")
+                             ->check(CLI::PositiveNumber);
+  record_results->add_option("--seconds", record_results_request.seconds, "Record for this long, then exit")
+      ->check(CLI::PositiveNumber)
+      ->excludes(results_frames);
+  record_results->add_option("--curve-server-key", record_results_request.curve.server_key_file,
+                             "The daemon's CURVE public key file, when its sockets require CURVE");
+  record_results->add_option("--curve-client-key", record_results_request.curve.client_key_file,
+                             "This client's CURVE secret key file (default: a key made for this run)");
+
+  auto* report = app.add_subcommand("report", "Write the HTML report of a run from its results file (docs/report.md)");
+  cli::ReportRequest report_request;
+  ConfigOptions report_config;
+  std::uint64_t report_frame = 0;
+  report->add_option("results", report_request.results, "Results file: JSON Lines of result and latency messages")->required();
+  report->add_option("--out,-o", report_request.out, "HTML page to write (replaced if it exists)")->required();
+  report->add_option("--frames", report_request.frames,
+                     "The run's input frame file (.cvf): its record headers tell which input frames got no result");
+  auto* report_frame_option =
+      report->add_option("--frame", report_frame, "Sequence number of the frame whose spectrum and beam pattern are drawn "
+                                                  "(default: the last that has them)");
+  report_config.add_to(report);
+  report->footer("--config/--set: the run's configuration, as covflowd was given it (budget, angle grid, looks, the "
+                 "scenario's truth); without either the report draws no truth. Needs python3-matplotlib.");
+
   auto* ctl = app.add_subcommand("ctl", "Send a control request to covflowd and print its reply");
   cli::CtlRequest ctl_request;
   ctl->add_option("command", ctl_request.command, "status | stats | reset | reload | shutdown")
@@ -252,6 +288,17 @@ int main(int argc, char** argv) {
       return cli::run_stats(stats_request, std::cout, std::cerr);
     }
     if (ctl->parsed()) return cli::run_ctl(ctl_request, std::cout, std::cerr);
+    if (report->parsed()) {
+      if (report_frame_option->count()) report_request.frame = report_frame;
+      if (!report_config.file.empty() || !report_config.overrides.empty()) {
+        report_request.config_yaml = config::to_yaml(report_config.load());
+        report_request.config_label = report_config.file.empty() ? "the built-in configuration" : report_config.file;
+        for (std::size_t i = 0; i < report_config.overrides.size(); ++i)
+          report_request.config_label += (i == 0 ? " with --set " : ", ") + report_config.overrides[i];
+      }
+      return cli::run_report(report_request, std::cerr);
+    }
+    if (record_results->parsed()) return cli::run_record_results(record_results_request, std::cerr);
     if (synth->parsed()) {
       const config::Config cfg = synth_config.load();
       auto source = stages::scenario_source(cfg.scenario, synth_frames);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -90,6 +91,11 @@ const std::string& record_path(const config::Config& cfg) {
   return cfg.pipeline.stages.publish.enabled ? cfg.pipeline.stages.publish.record_path : none;
 }
 
+const std::string& results_path(const config::Config& cfg) {
+  static const std::string none;
+  return cfg.pipeline.stages.publish.enabled ? cfg.pipeline.stages.publish.results_path : none;
+}
+
 }  // namespace
 
 Signals& signals() {
@@ -147,7 +153,8 @@ Daemon::Daemon(Options options, config::Config config)
                                                     : fmt::format("{} client key(s) admitted", secured.authorized_clients.size()));
   initial_input_ = make_input(config_);
   recorder_ = recorder_for(config_);
-  pipeline_ = build_chain(config_, initial_input_->shape(), recorder_);
+  switch_results_recorder(results_recorder_for(config_), results_path(config_));
+  pipeline_ = build_chain(config_, initial_input_->shape(), recorder_, results_recorder_);
   log->info("covflowd {} on {}; results {}, reports {} every {} ms, control {}", config::build_info().version,
             name(exec_.backend()), results_->endpoint(), reports_->endpoint(), d.report_interval_ms,
             control_->endpoint());
@@ -159,6 +166,8 @@ Daemon::~Daemon() {
   if (recorder_) recorder_->close();  // before the pool whose slots it may hold goes
   pipeline_.reset();
   if (reports_) reports_->stop();
+  if (reports_) reports_->set_tap({});
+  if (results_recorder_) results_recorder_->close();
 }
 
 std::shared_ptr<stages::Recorder> Daemon::recorder_for(const config::Config& cfg) {
@@ -166,6 +175,28 @@ std::shared_ptr<stages::Recorder> Daemon::recorder_for(const config::Config& cfg
   if (path.empty()) return nullptr;
   if (recorder_ && recorder_->requested() == std::filesystem::path(path)) return recorder_;
   return std::make_shared<stages::Recorder>(stages::RecorderOptions{.path = path, .queue = kRecordQueue}, &metrics_);
+}
+
+std::shared_ptr<stages::ResultsRecorder> Daemon::results_recorder_for(const config::Config& cfg) {
+  const std::string& path = results_path(cfg);
+  if (path.empty()) return nullptr;
+  if (results_recorder_ && results_requested_ == path) return results_recorder_;
+  return stages::open_results_recording(path, &metrics_);
+}
+
+void Daemon::switch_results_recorder(std::shared_ptr<stages::ResultsRecorder> results, const std::string& requested) {
+  if (results == results_recorder_) return;
+  if (results)
+    reports_->set_tap([results](std::string_view body) { results->offer(stages::ResultsTopic::latency, body); });
+  else
+    reports_->set_tap({});
+  std::shared_ptr<stages::ResultsRecorder> replaced;
+  {
+    std::lock_guard lock(mutex_);  // status() names the file
+    replaced = std::exchange(results_recorder_, std::move(results));
+    results_requested_ = results_recorder_ ? requested : std::string();
+  }
+  if (replaced) replaced->close();
 }
 
 std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cfg) {
@@ -202,14 +233,18 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
 }
 
 std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg, const stages::InputShape& shape,
-                                                     std::shared_ptr<stages::Recorder> recorder) {
+                                                     std::shared_ptr<stages::Recorder> recorder,
+                                                     std::shared_ptr<stages::ResultsRecorder> results) {
   auto log = pipeline::logger("covflowd");
   auto p = std::make_unique<Pipeline>();
   auto chain = stages::make_processing_stages(cfg, shape);
   for (const auto& stage : chain) p->stage_names.emplace_back(stage->name());
   if (cfg.pipeline.stages.publish.enabled) {
     p->stage_names.emplace_back("publish");
-    stages::PublishOptions publish{.recorder = recorder, .stage_names = p->stage_names, .json = {}};
+    stages::PublishOptions publish{.recorder = recorder, .stage_names = p->stage_names, .json = {.spectrum = cfg.pipeline.stages.publish.spectrum,
+                                                      .eigenvalues = cfg.pipeline.stages.publish.eigenvalues,
+                                                      .weights = cfg.pipeline.stages.publish.weights},
+                                             .results = results};
     auto stage = std::make_unique<stages::PublishStage>(results_, std::move(publish));
     p->publish = stage.get();
     chain.push_back(std::move(stage));
@@ -319,7 +354,12 @@ int Daemon::run() {
   drain_running();
   if (recorder_) recorder_->close();
   control_->stop();
+  // The results on disk: every result line is written before the final report is taken, so that
+  // its results_recording counts cover them all; the final report is the file's last line.
+  reports_->stop_periodic();
+  if (results_recorder_) results_recorder_->flush();
   reports_->stop();  // the final report
+  if (results_recorder_) results_recorder_->close();
   const auto snapshot = metrics_.snapshot();
   log->info("stopped: frames in {}, done {}, late {}, dropped {}", snapshot.frames_in, snapshot.frames_done,
             snapshot.frames_late, snapshot.frames_dropped);
@@ -411,6 +451,13 @@ Daemon::Change Daemon::apply_reload() {
     // Likewise the recording: an unchanged record_path keeps the running recorder (the same file
     // goes on), a new one is created now.
     std::shared_ptr<stages::Recorder> next_recorder = recorder_for(effective);
+    std::shared_ptr<stages::ResultsRecorder> next_results;
+    try {
+      next_results = results_recorder_for(effective);
+    } catch (...) {
+      if (next_recorder && next_recorder != recorder_) next_recorder->close();
+      throw;
+    }
     log->info("reload: finishing {} frames in flight before switching pipelines", pipeline_->runner->in_flight());
     drain_running();
     if (recorder_) recorder_->flush();  // it gives back the old pool's slots before the pool goes
@@ -420,12 +467,13 @@ Daemon::Change Daemon::apply_reload() {
     // old recorder) and the reload is refused; if even that fails, the daemon stops with an error.
     std::unique_ptr<Pipeline> replacement;
     try {
-      replacement = build_chain(effective, new_shape, next_recorder);
+      replacement = build_chain(effective, new_shape, next_recorder, next_results);
     } catch (const std::exception& e) {
       log->error("reload: the new pipeline cannot be built ({}); restarting the running one", e.what());
       if (next_recorder && next_recorder != recorder_) next_recorder->close();
+      if (next_results && next_results != results_recorder_) next_results->close();
       try {
-        replacement = build_chain(running, old_shape, recorder_);
+        replacement = build_chain(running, old_shape, recorder_, results_recorder_);
         attach_and_start(*replacement, std::move(pipeline_->source));
       } catch (const std::exception& again) {
         fatal_ = fmt::format("the running pipeline cannot be rebuilt either: {}", again.what());
@@ -443,6 +491,11 @@ Daemon::Change Daemon::apply_reload() {
       if (recorder_) recorder_->close();
       recorder_ = next_recorder;
       change.applied.emplace_back(recorder_ ? "recording to " + recorder_->path().string() : std::string("recording stopped"));
+    }
+    if (next_results != results_recorder_) {
+      switch_results_recorder(next_results, results_path(effective));
+      change.applied.emplace_back(results_recorder_ ? "results to " + results_recorder_->describe()
+                                                    : std::string("results recording stopped"));
     }
     std::lock_guard lock(mutex_);
     pipeline_ = std::move(replacement);
@@ -472,6 +525,7 @@ json Daemon::status() {
           {"frames", {{"in", snapshot.frames_in}, {"done", snapshot.frames_done}, {"late", snapshot.frames_late},
                       {"dropped", snapshot.frames_dropped}, {"in_flight", snapshot.in_flight}}},
           {"results_sent", results_->sent()},
+          {"results_file", results_recorder_ ? results_recorder_->describe() : std::string()},
           {"reloads", reloads_done_},
           {"reload_failures", reload_failures_},
           {"last_reload_error", last_reload_error_}};

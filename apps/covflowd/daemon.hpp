@@ -26,6 +26,7 @@
 #include "covflow/stages/ingest.hpp"
 #include "covflow/stages/publish.hpp"
 #include "covflow/stages/recorder.hpp"
+#include "covflow/stages/results_recorder.hpp"
 #include "covflowd/service_notifier.hpp"
 
 namespace covflow::daemon {
@@ -81,12 +82,20 @@ class Daemon final : public pipeline::ControlHandler {
   };
 
   // The chain (stages, runner, pool) for `config` and frames of `shape`, warmed up, without its
-  // input; its publish stage records through `recorder` (null: no recording).
+  // input; its publish stage records through `recorder` and writes its results through `results`
+  // (null: none).
   std::unique_ptr<Pipeline> build_chain(const config::Config& config, const stages::InputShape& shape,
-                                        std::shared_ptr<stages::Recorder> recorder);
+                                        std::shared_ptr<stages::Recorder> recorder,
+                                        std::shared_ptr<stages::ResultsRecorder> results);
   // The recorder `config` asks for: the running one when record_path is unchanged, a new one
   // (its file created now: replay::IoError when it cannot be) when it changed, null for none.
   std::shared_ptr<stages::Recorder> recorder_for(const config::Config& config);
+  // Likewise for the results on disk (results_path): the running recorder when the path is
+  // unchanged, a new one (replay::IoError naming the key when its file cannot be created), or null.
+  std::shared_ptr<stages::ResultsRecorder> results_recorder_for(const config::Config& config);
+  // Makes `results` (made for results_path `requested`) the running results recorder — the reports
+  // go to it too — and closes the one it replaces.
+  void switch_results_recorder(std::shared_ptr<stages::ResultsRecorder> results, const std::string& requested);
   // Stops the running pipeline's input and waits until its frames are done; a second SIGTERM or
   // SIGINT meanwhile drops what is still queued instead (counted) and returns at once.
   void drain_running();
@@ -112,6 +121,8 @@ class Daemon final : public pipeline::ControlHandler {
   std::unique_ptr<pipeline::ControlServer> control_;
   std::unique_ptr<Pipeline> pipeline_;
   std::shared_ptr<stages::Recorder> recorder_;  // pipeline.stages.publish.record_path's, across reloads
+  std::shared_ptr<stages::ResultsRecorder> results_recorder_;  // pipeline.stages.publish.results_path's, likewise
+  std::string results_requested_;  // the results_path results_recorder_ was made for
   std::unique_ptr<stages::FrameSource> initial_input_;  // made with the first pipeline, started by run()
   std::uint64_t frames_taken_before_ = 0;  // taken by pipelines a reload replaced (for options.frames)
   std::int64_t started_ns_ = 0;

@@ -30,20 +30,6 @@ using detail::Key;
 // Largest frame payload the frame file format carries (docs/frame-format.md, "Limits").
 constexpr double max_frame_bytes = 4294967296.0;
 
-// Sections of features that are planned but not built: a configuration naming them is refused
-// with a message saying so, rather than accepted and ignored.
-std::optional<std::string> planned_feature(const std::string& path) {
-  static const std::pair<std::string_view, std::string_view> planned[] = {
-      {"pipeline.stages.compress",
-       "the compress stage (low-rank, tile-low-rank and H² compression of large covariance matrices) is not built "
-       "yet; remove this section"},
-  };
-  for (const auto& [section, message] : planned)
-    if (path == section || (path.size() > section.size() && path.starts_with(section) && path[section.size()] == '.'))
-      return std::string(message);
-  return std::nullopt;
-}
-
 [[noreturn]] void fail(const std::string& where, const std::string& key, const std::string& problem) {
   throw ConfigError(where, key, problem);
 }
@@ -219,7 +205,6 @@ class Loader {
       if (!name_node.IsScalar()) fail(where, label, fmt::format("expected a key name (got {})", got(name_node)));
       const std::string& name = name_node.Scalar();
       const std::string child = path.empty() ? name : path + "." + name;
-      if (const auto planned = planned_feature(child)) fail(where, child, *planned);
       if (!detail::find_key(child) && !detail::is_section(child)) {
         const auto candidates = detail::children(path);
         fail(where, child,
@@ -246,7 +231,6 @@ class Loader {
       const std::string segment = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
       const std::string here = parent.empty() ? segment : parent + "." + segment;
       if (detail::find_key(parent)) fail("--set", path, fmt::format("unknown key; {} is a value, not a section", parent));
-      if (const auto planned = planned_feature(here)) fail("--set", path, *planned);
       if (!detail::find_key(here) && !detail::is_section(here)) {
         const auto candidates = detail::children(parent);
         fail("--set", path,
@@ -343,7 +327,8 @@ class Loader {
       const char* key;
       double value;
     } stage_budgets[] = {{"pipeline.stages.subspace.budget_ms", c.pipeline.stages.subspace.budget_ms},
-                         {"pipeline.stages.adaptive.budget_ms", c.pipeline.stages.adaptive.budget_ms}};
+                         {"pipeline.stages.adaptive.budget_ms", c.pipeline.stages.adaptive.budget_ms},
+                         {"pipeline.stages.compress.budget_ms", c.pipeline.stages.compress.budget_ms}};
     for (const auto& stage : stage_budgets)
       if (stage.value > c.pipeline.budget_ms)
         fail(where_of({stage.key, "pipeline.budget_ms"}), stage.key,
@@ -353,9 +338,30 @@ class Loader {
       fail(where_of({"pipeline.stages.adaptive.update_rank", "pipeline.stages.adaptive.window_snapshots"}),
            "pipeline.stages.adaptive.update_rank",
            fmt::format("expected at most window_snapshots ({}) (got {})", adaptive.window_snapshots, adaptive.update_rank));
+    if (adaptive.beam_pattern_points == 1)
+      fail(where_of({"pipeline.stages.adaptive.beam_pattern_points"}), "pipeline.stages.adaptive.beam_pattern_points",
+           "expected 0 (no pattern) or at least 2: the grid runs from -90 to 90 degrees inclusive (got 1)");
+    check_compress();
   }
 
  private:
+  // The compress stage's own rules: a tile's rank cap fits the tile, and the MVDR looks go through
+  // the TLR factor, which format lowrank does not make.
+  void check_compress() {
+    const CompressStageConfig& compress = config.pipeline.stages.compress;
+    if (compress.max_rank > compress.tile)
+      fail(where_of({"pipeline.stages.compress.max_rank", "pipeline.stages.compress.tile"}),
+           "pipeline.stages.compress.max_rank",
+           fmt::format("expected at most pipeline.stages.compress.tile ({}), or 0 for tile / 2 (got {})", compress.tile,
+                       compress.max_rank));
+    if (compress.format == CompressFormat::lowrank && !compress.looks_deg.empty())
+      fail(where_of({"pipeline.stages.compress.looks_deg", "pipeline.stages.compress.format"}),
+           "pipeline.stages.compress.looks_deg",
+           fmt::format("expected no looks with format lowrank: the MVDR weights are solved with the TLR Cholesky "
+                       "factor, which format tlr or auto makes (got {} looks)",
+                       compress.looks_deg.size()));
+  }
+
   // A planar array has rows × cols elements and a list as many as it has positions: that is
   // scenario.elements for them (the channel count everything downstream reads), and a value given
   // for it too must agree. Positions given for another geometry would be silently unused.

@@ -15,5 +15,6 @@ std::string_view name(SampleType value) { return detail::sample_type_names.at(st
 std::string_view name(Overflow value) { return detail::overflow_names.at(std::size_t(value)); }
 std::string_view name(SourceCountRule value) { return detail::source_count_names.at(std::size_t(value)); }
 std::string_view name(SubspaceMethod value) { return detail::subspace_method_names.at(std::size_t(value)); }
+std::string_view name(CompressFormat value) { return detail::compress_format_names.at(std::size_t(value)); }
 
 }  // namespace covflow::config

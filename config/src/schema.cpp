@@ -241,10 +241,47 @@ std::vector<Key> make_keys() {
       {.path = "pipeline.stages.adaptive.refactor_every", .access = COVFLOW_REF(pipeline.stages.adaptive.refactor_every),
        .description = "Frames between refactorizations of the factors from the window, bounding drift (0: never)",
        .ints = {0, 1'000'000}},
+      {.path = "pipeline.stages.adaptive.beam_pattern_points", .access = COVFLOW_REF(pipeline.stages.adaptive.beam_pattern_points),
+       .description = "Points of each beam's pattern |wᴴa(θ)|² in dB, kept and published on azimuths evenly spaced "
+                      "from -90 to 90 degrees inclusive (0: none; otherwise at least 2)",
+       .ints = {0, 3601}},
+      {.path = "pipeline.stages.compress.enabled", .access = COVFLOW_REF(pipeline.stages.compress.enabled),
+       .description = "Compress each cell's covariance (tile low-rank, or identity plus low rank) and report ranks, "
+                      "bytes and the achieved error"},
+      {.path = "pipeline.stages.compress.degradable", .access = COVFLOW_REF(pipeline.stages.compress.degradable),
+       .description = "Skip (and count) the stage when the remaining budget is below its predicted cost"},
+      {.path = "pipeline.stages.compress.budget_ms", .access = COVFLOW_REF(pipeline.stages.compress.budget_ms),
+       .description = "The stage's own budget (0: none beyond the frame's)", .reals = stage_ms},
+      {.path = "pipeline.stages.compress.format", .access = COVFLOW_CHOICE(pipeline.stages.compress.format),
+       .description = "tlr: tiles, the off-diagonal ones as U·Vᴴ of per-tile rank; lowrank: σ²I plus one Hermitian "
+                      "low-rank part (a few strong emitters over noise); auto: per cell, whichever of the two takes "
+                      "fewer bytes",
+       .choices = names(compress_format_names)},
+      {.path = "pipeline.stages.compress.tolerance", .access = COVFLOW_REF(pipeline.stages.compress.tolerance),
+       .description = "Relative Frobenius error allowed per cell: ‖R − R̃‖_F ≤ tolerance·‖R‖_F",
+       .reals = {0, 1, true, true}},
+      {.path = "pipeline.stages.compress.tile", .access = COVFLOW_REF(pipeline.stages.compress.tile),
+       .description = "TLR tile size (the last tile row may be smaller)", .ints = {1, 4096}},
+      {.path = "pipeline.stages.compress.max_rank", .access = COVFLOW_REF(pipeline.stages.compress.max_rank),
+       .description = "TLR rank cap per tile (0: tile / 2); a tile that needs more is cut and its cell's error reported",
+       .ints = {0, 4096}},
+      {.path = "pipeline.stages.compress.looks_deg", .access = COVFLOW_REF(pipeline.stages.compress.looks_deg),
+       .description = "MVDR looks solved through the TLR Cholesky factor, with their SINR loss against dense weights "
+                      "(empty: none)",
+       .ints = {0, 64}, .reals = {-90, 90}},
       {.path = "pipeline.stages.publish.enabled", .access = COVFLOW_REF(pipeline.stages.publish.enabled),
        .description = "Publish the results on daemon.results_endpoint"},
       {.path = "pipeline.stages.publish.record_path", .access = COVFLOW_REF(pipeline.stages.publish.record_path),
        .description = "Frame file the input frames are also recorded to (empty: none)", .expected = "path"},
+      {.path = "pipeline.stages.publish.results_path", .access = COVFLOW_REF(pipeline.stages.publish.results_path),
+       .description = "JSON Lines file every published result and latency report is also written to (empty: none)",
+       .expected = "path"},
+      {.path = "pipeline.stages.publish.spectrum", .access = COVFLOW_REF(pipeline.stages.publish.spectrum),
+       .description = "Add the MUSIC pseudo-spectrum (spectrum_db, cells × angle grid) to each result message"},
+      {.path = "pipeline.stages.publish.eigenvalues", .access = COVFLOW_REF(pipeline.stages.publish.eigenvalues),
+       .description = "Add each cell's covariance eigenvalues (eigenvalues, ascending) to each result message"},
+      {.path = "pipeline.stages.publish.weights", .access = COVFLOW_REF(pipeline.stages.publish.weights),
+       .description = "Add the adaptive stage's MVDR weights (weights, [re, im] pairs) to each result message"},
   };
 }
 

@@ -162,6 +162,60 @@ void append_rows(std::string& out, std::span<const float> values, std::size_t ca
   out += ']';
 }
 
+// The compress stage's object, when it ran on some cell of the frame: per-cell forms and errors,
+// the frame's rank range and mean, bytes against dense, and the SINR loss per cell and look.
+void append_compress(std::string& out, const FrameResults::Compressed& c, std::size_t cells) {
+  const std::size_t n = std::min(cells, c.format.size());
+  std::size_t computed = 0;
+  std::int32_t rank_min = 0, rank_max = 0;
+  std::int64_t rank_sum = 0, rank_count = 0;
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (c.format[i] == FrameResults::Compressed::not_computed) continue;
+    rank_min = computed == 0 ? c.rank_min[i] : std::min(rank_min, c.rank_min[i]);
+    rank_max = computed == 0 ? c.rank_max[i] : std::max(rank_max, c.rank_max[i]);
+    rank_sum += c.rank_sum[i];
+    rank_count += c.rank_count[i];
+    bytes += c.bytes[i];
+    ++computed;
+  }
+  if (computed == 0) return;
+  append_key(out, "compress");
+  out += '{';
+  append_key(out, "format");
+  out += '[';
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) out += ',';
+    if (c.format[i] == FrameResults::Compressed::not_computed)
+      out += "null";
+    else
+      append_string(out, c.format[i] == FrameResults::Compressed::tlr ? "tlr" : "lowrank");
+  }
+  out += ']';
+  append_key(out, "rank_min");
+  append_integer(out, rank_min);
+  append_key(out, "rank_mean");
+  append_real(out, rank_count > 0 ? double(rank_sum) / double(rank_count) : 0.0);
+  append_key(out, "rank_max");
+  append_integer(out, rank_max);
+  append_key(out, "bytes");
+  append_integer(out, bytes);
+  append_key(out, "dense_bytes");
+  append_integer(out, c.dense_bytes * computed);
+  append_key(out, "error");
+  out += '[';
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) out += ',';
+    append_real(out, c.error[i]);
+  }
+  out += ']';
+  if (!c.sinr_loss_db.empty()) {
+    append_key(out, "sinr_loss_db");
+    append_rows(out, c.sinr_loss_db, c.format.size(), n, /*drop_non_finite=*/false);
+  }
+  out += '}';
+}
+
 }  // namespace
 
 // Fields in the order of docs/zmq.md's table.
@@ -205,6 +259,7 @@ void write_result_json(const FrameSlot& f, std::span<const std::string> stage_na
   append_rows(out, r.sinr_db, capacity_cells, cells, /*drop_non_finite=*/false);
   append_key(out, "null_depth_db");
   append_rows(out, r.null_depth_db, capacity_cells, cells, /*drop_non_finite=*/false);
+  append_compress(out, r.compress, cells);
 
   append_key(out, "stages");
   out += '[';
@@ -262,6 +317,20 @@ void write_result_json(const FrameSlot& f, std::span<const std::string> stage_na
     }
     out += ']';
   }
+  // The adaptive stage's beam patterns, when kept (pipeline.stages.adaptive.beam_pattern_points):
+  // [cells][looks][points], the points from the array's size.
+  if (!r.beam_pattern_db.empty()) {
+    const std::size_t looks = capacity_cells == 0 ? 0 : r.sinr_db.size() / capacity_cells;
+    const std::size_t points = capacity_cells * looks == 0 ? 0 : r.beam_pattern_db.size() / (capacity_cells * looks);
+    append_key(out, "beam_pattern_db");
+    out += '[';
+    for (std::size_t c = 0; c < cells; ++c) {
+      if (c > 0) out += ',';
+      append_rows(out, std::span(r.beam_pattern_db).subspan(c * looks * points, looks * points), looks, looks,
+                  /*drop_non_finite=*/false);
+    }
+    out += ']';
+  }
   out += '}';
 }
 
@@ -310,15 +379,28 @@ void ReportPublisher::start() {
   });
 }
 
+void ReportPublisher::stop_periodic() {
+  {
+    std::lock_guard lock(wake_mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 void ReportPublisher::stop() {
   {
     std::lock_guard lock(wake_mutex_);
     if (stopped_) return;
-    stopped_ = stopping_ = true;
+    stopped_ = true;
   }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  stop_periodic();
   publish_now(true);
+}
+
+void ReportPublisher::set_tap(Tap tap) {
+  std::lock_guard lock(send_mutex_);
+  tap_ = std::move(tap);
 }
 
 void ReportPublisher::publish_now(bool final_report) {
@@ -327,7 +409,9 @@ void ReportPublisher::publish_now(bool final_report) {
   body["report"] = sent_.load() + 1;
   body["final"] = final_report;
   body["interval_ms"] = interval_.count();
-  if (socket_->send_pair("latency", body.dump())) ++sent_;
+  const std::string text = body.dump();
+  if (socket_->send_pair("latency", text)) ++sent_;
+  if (tap_) tap_(text);
 }
 
 std::string ReportPublisher::endpoint() const { return socket_->endpoint(); }

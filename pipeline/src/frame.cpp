@@ -21,6 +21,17 @@ void FrameResults::reserve(const FrameShape& shape) {
   weights.assign(beams * shape.channels, std::complex<float>(std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()));
   sinr_db.assign(beams, std::numeric_limits<float>::quiet_NaN());
   null_depth_db.assign(beams, std::numeric_limits<float>::quiet_NaN());
+  beam_pattern_db.assign(beams * shape.beam_pattern_points, std::numeric_limits<float>::quiet_NaN());
+  const std::size_t compressed = shape.compress ? shape.cells : 0;
+  compress.format.assign(compressed, Compressed::not_computed);
+  compress.rank_min.assign(compressed, 0);
+  compress.rank_max.assign(compressed, 0);
+  compress.rank_sum.assign(compressed, 0);
+  compress.rank_count.assign(compressed, 0);
+  compress.bytes.assign(compressed, 0);
+  compress.dense_bytes = 0;
+  compress.error.assign(compressed, std::numeric_limits<float>::quiet_NaN());
+  compress.sinr_loss_db.assign(compressed * shape.compress_looks, std::numeric_limits<float>::quiet_NaN());
   cells = 0;
 }
 
@@ -35,6 +46,10 @@ void FrameResults::clear() {
             std::complex<float>(std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::quiet_NaN()));
   std::fill(sinr_db.begin(), sinr_db.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(null_depth_db.begin(), null_depth_db.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(beam_pattern_db.begin(), beam_pattern_db.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(compress.format.begin(), compress.format.end(), Compressed::not_computed);
+  std::fill(compress.error.begin(), compress.error.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(compress.sinr_loss_db.begin(), compress.sinr_loss_db.end(), std::numeric_limits<float>::quiet_NaN());
 }
 
 }  // namespace covflow::pipeline

@@ -150,7 +150,11 @@ nlohmann::json to_json(const MetricsSnapshot& m) {
             {"sequence_gaps", m.input.sequence_gaps},
             {"place", to_json(m.input.place)}}},
           {"recording",
-           {{"written", m.recording.written}, {"left_out", m.recording.left_out}, {"failed", m.recording.failed}}}};
+           {{"written", m.recording.written}, {"left_out", m.recording.left_out}, {"failed", m.recording.failed}}},
+          {"results_recording",
+           {{"written", m.results_recording.written},
+            {"left_out", m.results_recording.left_out},
+            {"failed", m.results_recording.failed}}}};
 }
 
 // ---- Metrics -------------------------------------------------------------------------------
@@ -251,6 +255,9 @@ MetricsSnapshot Metrics::snapshot() const {
   m.recording.written = recorded_.load(std::memory_order_relaxed);
   m.recording.left_out = record_left_out_.load(std::memory_order_relaxed);
   m.recording.failed = record_failed_.load(std::memory_order_relaxed);
+  m.results_recording.written = results_written_.load(std::memory_order_relaxed);
+  m.results_recording.left_out = results_left_out_.load(std::memory_order_relaxed);
+  m.results_recording.failed = results_failed_.load(std::memory_order_relaxed);
   m.end_to_end = end_to_end_.summary();
   m.queue_depth = queue_depth_.load(std::memory_order_relaxed);
   m.queue_max_depth = queue_max_.load(std::memory_order_relaxed);
@@ -280,7 +287,8 @@ void Metrics::reset() {
   end_to_end_.reset();
   input_lag_.reset();
   input_place_.reset();
-  for (auto* counter : {&taken_, &taken_late_, &behind_, &sequence_gaps_, &recorded_, &record_left_out_, &record_failed_})
+  for (auto* counter : {&taken_, &taken_late_, &behind_, &sequence_gaps_, &recorded_, &record_left_out_, &record_failed_,
+                        &results_written_, &results_left_out_, &results_failed_})
     counter->store(0, std::memory_order_relaxed);
   queue_max_.store(queue_depth_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   blocked_ns_.store(0, std::memory_order_relaxed);

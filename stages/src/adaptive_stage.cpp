@@ -112,6 +112,22 @@ detail::BeamSetup beam_setup(const AdaptiveSettings& settings, int n) {
   return setup;
 }
 
+// a(θ_p) for the beam pattern's azimuths θ_p (elevation 0, as the looks), point-major [points × N].
+// In double: a null 60 dB down is a sum that cancels to 1e-3 of its terms, which single-precision
+// steering vectors would blur.
+std::vector<std::complex<double>> pattern_steering(const AdaptiveSettings& settings, int n, std::uint32_t points) {
+  std::vector<std::complex<double>> out;
+  out.reserve(std::size_t(points) * n);
+  const auto& positions = settings.element_positions;
+  for (std::uint32_t p = 0; p < points; ++p) {
+    const double azimuth = beam_pattern_azimuth_deg(points, p);
+    const auto a = positions.empty() ? steering_vector(n, settings.spacing_wavelengths, azimuth, 0.0)
+                                     : steering_vector(positions, azimuth, 0.0);
+    out.insert(out.end(), a.begin(), a.end());
+  }
+  return out;
+}
+
 std::vector<Cplx> to_cplx(const std::vector<std::complex<double>>& v) {
   std::vector<Cplx> out(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) out[i] = {v[i].real(), v[i].imag()};
@@ -136,6 +152,8 @@ struct AdaptiveStage::Lane {
 
   detail::BeamSetup beams;
   std::atomic<bool> told_covariance{false};
+  std::uint32_t pattern_points = 0;
+  std::vector<std::complex<double>> pattern_steering;  // [pattern_points × N]
 
   // CPU lane.
   std::vector<std::byte> ring, factors;
@@ -173,6 +191,12 @@ static_assert(sizeof(ResultCopy) <= kDescriptorBytes);
 
 }  // namespace
 
+double beam_pattern_azimuth_deg(std::uint32_t points, std::uint32_t i) {
+  if (points < 2) throw std::invalid_argument("beam pattern: at least 2 points (-90 and 90 degrees)");
+  const double last = double(points - 1);
+  return 90.0 * (2.0 * double(i) - last) / last;
+}
+
 AdaptiveStage::AdaptiveStage(const AdaptiveSettings& settings) : settings_(settings) {
   const auto& c = settings_.config;
   if (c.looks_deg.empty()) throw std::invalid_argument("adaptive stage: at least one look direction is needed");
@@ -181,6 +205,8 @@ AdaptiveStage::AdaptiveStage(const AdaptiveSettings& settings) : settings_(setti
   if (c.window_snapshots < 1) throw std::invalid_argument("adaptive stage: window_snapshots must be at least 1");
   if (c.update_rank < 1) throw std::invalid_argument("adaptive stage: update_rank must be at least 1");
   if (c.refactor_every < 0) throw std::invalid_argument("adaptive stage: refactor_every must be 0 (never) or positive");
+  if (c.beam_pattern_points < 0 || c.beam_pattern_points == 1)
+    throw std::invalid_argument("adaptive stage: beam_pattern_points must be 0 (none) or at least 2");
   if (!(c.diagonal_loading >= 0.0) || !std::isfinite(c.diagonal_loading))
     throw std::invalid_argument("adaptive stage: diagonal loading must be finite and non-negative");
   if (!(settings_.spacing_wavelengths > 0.0) || !std::isfinite(settings_.spacing_wavelengths))
@@ -226,6 +252,10 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   if (shape.looks != settings_.config.looks_deg.size())
     throw std::invalid_argument("adaptive stage: the frame shape keeps " + std::to_string(shape.looks) +
                                 " looks but the stage has " + std::to_string(settings_.config.looks_deg.size()));
+  if (std::int64_t(shape.beam_pattern_points) != settings_.config.beam_pattern_points)
+    throw std::invalid_argument("adaptive stage: the frame shape keeps beam patterns of " +
+                                std::to_string(shape.beam_pattern_points) + " points but the stage makes " +
+                                std::to_string(settings_.config.beam_pattern_points));
   auto state = std::make_unique<Lane>();
   state->shape = shape;
   state->cuda = exec.is_cuda();
@@ -236,6 +266,8 @@ void AdaptiveStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   const std::int64_t k_max = std::min<std::int64_t>(shape.snapshots, settings_.config.window_snapshots - 1);
   state->max_chunks = static_cast<int>(std::max<std::int64_t>(1, 2 * ((k_max + state->rank - 1) / state->rank + 1)));
   state->beams = beam_setup(settings_, state->n);
+  state->pattern_points = shape.beam_pattern_points;
+  if (state->pattern_points > 0) state->pattern_steering = pattern_steering(settings_, state->n, state->pattern_points);
 
   const std::size_t n = shape.channels, cells = shape.cells, e = shape.element_bytes();
   const std::size_t ring_bytes = cells * std::size_t(state->columns) * n * e;
@@ -408,6 +440,35 @@ void beams_cpu(linalg::Exec& exec, AdaptiveStage::Lane& s, std::uint32_t cells, 
   });
 }
 
+// The beam patterns of one frame, on the host from the weights in `results`: for every cell, look
+// and azimuth θ_p, 10·log10|wᴴa(θ_p)|² = 10·log10|Σ_m conj(w_m)·a_m(θ_p)|², summed in double. The
+// weights satisfy wᴴa(look) = 1, so the pattern is 0 dB at the look without further scaling. A beam
+// without weights (NaN) has a NaN pattern. Cost: cells × looks × points × N complex products.
+void beam_patterns(linalg::Exec& exec, const AdaptiveStage::Lane& s, std::uint32_t cells, pipeline::FrameResults& results) {
+  const std::size_t n = std::size_t(s.n), looks = std::size_t(s.beams.looks), points = s.pattern_points;
+  if (points == 0) return;
+  if (results.beam_pattern_db.size() < std::size_t(cells) * looks * points)
+    throw std::logic_error("adaptive stage: the slot's beam pattern is not reserved for the frame shape");
+  exec.pool().parallel_for(std::size_t(cells) * looks, [&](std::size_t beam, unsigned) {
+    const std::complex<float>* w = results.weights.data() + beam * n;
+    float* out = results.beam_pattern_db.data() + beam * points;
+    if (!std::all_of(w, w + n, [](std::complex<float> v) { return std::isfinite(v.real()) && std::isfinite(v.imag()); })) {
+      std::fill(out, out + points, std::numeric_limits<float>::quiet_NaN());
+      return;
+    }
+    for (std::size_t p = 0; p < points; ++p) {
+      const std::complex<double>* a = s.pattern_steering.data() + p * n;
+      double re = 0.0, im = 0.0;
+      for (std::size_t m = 0; m < n; ++m) {  // conj(w_m)·a_m
+        const double wr = w[m].real(), wi = w[m].imag(), ar = a[m].real(), ai = a[m].imag();
+        re += wr * ar + wi * ai;
+        im += wr * ai - wi * ar;
+      }
+      out[p] = static_cast<float>(10.0 * std::log10(re * re + im * im));
+    }
+  });
+}
+
 }  // namespace
 
 void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
@@ -552,6 +613,7 @@ void AdaptiveStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
     }
     refactor_cpu<T>(exec, state, cells, all, settings_.config.diagonal_loading);
     beams_cpu<T>(exec, state, cells, results);
+    beam_patterns(exec, state, cells, results);
     results.cells = cells;
     std::uint32_t recovered = 0, unrecoverable = 0;
     for (std::uint32_t c = 0; c < cells; ++c) {
@@ -590,6 +652,7 @@ void AdaptiveStage::collect(pipeline::FrameSlot& frame, linalg::Exec& exec) {
   for (std::size_t c = 0; c < cells; ++c)
     if (status[c] != 0 && results.cell_status[c] == 0) results.cell_status[c] = status[c];
   results.cells = copy->cells;
+  beam_patterns(exec, state, copy->cells, results);
   const auto* counts = reinterpret_cast<const std::int32_t*>(staging + copy->layout.counts);
   count_failures(state, copy->sequence, static_cast<std::uint32_t>(counts[0]), static_cast<std::uint32_t>(counts[1]));
 #else

@@ -8,6 +8,7 @@
 #include "covflow/config/error.hpp"
 
 #include "covflow/stages/adaptive_stage.hpp"
+#include "covflow/stages/compress_stage.hpp"
 #include "covflow/stages/covariance_stage.hpp"
 #include "covflow/stages/scenario.hpp"
 #include "covflow/stages/subspace_stage.hpp"
@@ -77,6 +78,10 @@ pipeline::FrameShape frame_shape(const config::Config& config, const InputShape&
   shape.spectrum_points = subspace.enabled ? angle_grid_points(subspace.angle_grid).points : 0;
   const auto& adaptive = config.pipeline.stages.adaptive;
   shape.looks = adaptive.enabled ? static_cast<std::uint32_t>(adaptive.looks_deg.size()) : 0;
+  const auto& compress = config.pipeline.stages.compress;
+  shape.compress = compress.enabled;
+  shape.compress_looks = compress.enabled ? static_cast<std::uint32_t>(compress.looks_deg.size()) : 0;
+  shape.beam_pattern_points = adaptive.enabled ? static_cast<std::uint32_t>(adaptive.beam_pattern_points) : 0;
   return shape;
 }
 
@@ -143,6 +148,20 @@ std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const confi
     // The frames follow the scenario's model only when the daemon draws them from it.
     if (config.ingest.source == config::IngestSource::synth) settings.model = config.scenario;
     chain.push_back(std::make_unique<AdaptiveStage>(settings));
+  }
+  if (stages.compress.enabled) {
+    if (covariance == nullptr && input.payload != replay::PayloadKind::covariance)
+      throw config::ConfigError(
+          "configuration", "pipeline.stages.compress.enabled",
+          fmt::format("expected pipeline.stages.covariance.enabled true for an input of snapshot frames ({}): the "
+                      "compress stage compresses covariance matrices (got compress without covariance)",
+                      describe(input)));
+    CompressSettings settings;
+    settings.config = stages.compress;
+    settings.spacing_wavelengths = config.scenario.spacing_wavelengths;
+    if (config.scenario.geometry != config::ArrayGeometry::linear) settings.element_positions = element_positions(config.scenario);
+    settings.covariance_from_payload = covariance == nullptr;
+    chain.push_back(std::make_unique<CompressStage>(settings));
   }
   return chain;
 }

@@ -31,13 +31,18 @@ void PublishStage::warm_up(pipeline::FrameSlot& frame, linalg::Exec&) {
 }
 
 void PublishStage::run(pipeline::FrameSlot& frame, linalg::Exec&) {
-  if (publisher_) {
+  if (publisher_ || options_.results) {
     std::string& message = message_buffer();
     pipeline::write_result_json(frame, options_.stage_names, options_.json, message);
-    if (publisher_->publish(message))
-      ++published_;
-    else
-      ++unsent_;
+    if (publisher_) {
+      if (publisher_->publish(message))
+        ++published_;
+      else
+        ++unsent_;
+    }
+    // Never waits for the disk either: a line the results recorder has no room for is left out and
+    // counted there.
+    if (options_.results) options_.results->offer(ResultsTopic::result, message);
   }
   // Never waits for the disk: a frame the recorder has no room for is left out of the recording
   // and counted there.

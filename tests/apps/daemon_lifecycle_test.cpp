@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <algorithm>
 #include <cstring>
 #include <regex>
 
@@ -272,6 +273,18 @@ TEST(DaemonLifecycle, ACurveSecuredDaemonIsControlledByAdmittedClientsAlone) {
   EXPECT_EQ(shell(ctl + " --curve-client-key " + (dir / "stranger.secret").string() + " --timeout-ms 1000"), 8)
       << "a client key not in the list gets no answer";
   EXPECT_NE(slurp_file(s.paths.err).find("refused a CURVE client"), std::string::npos) << slurp_file(s.paths.err);
+  // covflow record-results takes the same keys: an admitted client gets the results, a stranger none.
+  const std::string record = covflow + " record-results --connect " + s.paths.results + " --curve-server-key " +
+                             (dir / "daemon.public").string() + " --curve-client-key ";
+  EXPECT_EQ(shell(record + (dir / "ops.secret").string() + " --frames 3 --out " + (dir / "ops.jsonl").string() +
+                  " 2>/dev/null"),
+            0);
+  const std::string admitted_lines = slurp_file(dir / "ops.jsonl");
+  EXPECT_EQ(std::count(admitted_lines.begin(), admitted_lines.end(), '\n'), 3) << admitted_lines.substr(0, 300);
+  EXPECT_EQ(shell(record + (dir / "stranger.secret").string() + " --seconds 1 --out " +
+                  (dir / "stranger.jsonl").string() + " 2>/dev/null"),
+            0);
+  EXPECT_EQ(slurp_file(dir / "stranger.jsonl"), "") << "a client key not in the list gets no results";
   daemon.signal(SIGTERM);
   EXPECT_EQ(daemon.wait(30s), 0) << slurp_file(s.paths.err);
 }

@@ -54,12 +54,14 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
        "handshakes"},
       {"device:\n  gpus: [0, 1]\n", {},
        "bad.yaml:2: device.gpus: expected at most one GPU id: covflowd drives one GPU today (got [0, 1])"},
-      {"pipeline:\n  stages:\n    compress:\n      enabled: true\n", {},
-       "bad.yaml:3: pipeline.stages.compress: the compress stage (low-rank, tile-low-rank and H² compression of large "
-       "covariance matrices) is not built yet; remove this section"},
-      {"", {"pipeline.stages.compress.tolerance=1e-6"},
-       "--set: pipeline.stages.compress.tolerance: the compress stage (low-rank, tile-low-rank and H² compression of large "
-       "covariance matrices) is not built yet; remove this section"},
+      {"pipeline:\n  stages:\n    compress:\n      tile: 64\n      max_rank: 65\n", {},
+       "bad.yaml:5: pipeline.stages.compress.max_rank: expected at most pipeline.stages.compress.tile (64), or 0 for "
+       "tile / 2 (got 65)"},
+      {"", {"pipeline.stages.compress.format=lowrank", "pipeline.stages.compress.looks_deg=[10]"},
+       "--set: pipeline.stages.compress.looks_deg: expected no looks with format lowrank: the MVDR weights are solved "
+       "with the TLR Cholesky factor, which format tlr or auto makes (got 1 looks)"},
+      {"pipeline:\n  stages:\n    compress:\n      format: h2\n", {},
+       "bad.yaml:4: pipeline.stages.compress.format: expected one of tlr, lowrank, auto (got h2)"},
       {"ingest:\n  source: file\n", {}, "bad.yaml:2: ingest.file.path: required when ingest.source is 'file' (got nothing)"},
       {"ingest:\n  file:\n    loop: yes\n", {}, "bad.yaml:3: ingest.file.loop: expected true or false (got yes)"},
       {"ingest:\n  file:\n    start_seq: 10\n    stop_seq: 5\n", {},
@@ -197,6 +199,25 @@ TEST(ConfigErrors, SvdMethodIsTakenWhereTheInputCarriesSnapshots) {
                               "ok.yaml"));
   EXPECT_EQ(name(SubspaceMethod::eig), "eig");
   EXPECT_EQ(name(SubspaceMethod::svd), "svd");
+}
+
+// The adaptive stage's beam pattern grid runs from -90 to 90 degrees inclusive: none, or at least 2
+// points; and the results file's path is a string like the other paths.
+TEST(ConfigErrors, BeamPatternPointsAreNoneOrAtLeastTwo) {
+  EXPECT_EQ(error_of("pipeline:\n  stages:\n    adaptive:\n      beam_pattern_points: 1\n", {}),
+            "bad.yaml:4: pipeline.stages.adaptive.beam_pattern_points: expected 0 (no pattern) or at least 2: the grid "
+            "runs from -90 to 90 degrees inclusive (got 1)");
+  EXPECT_EQ(error_of("pipeline:\n  stages:\n    adaptive:\n      beam_pattern_points: 3602\n", {}),
+            "bad.yaml:4: pipeline.stages.adaptive.beam_pattern_points: expected an integer in [0, 3601] (got 3602)");
+  EXPECT_EQ(load_string("pipeline:\n  stages:\n    adaptive:\n      beam_pattern_points: 2\n", "ok.yaml")
+                .pipeline.stages.adaptive.beam_pattern_points,
+            2);
+  EXPECT_EQ(error_of("pipeline:\n  stages:\n    publish:\n      results_path: [a]\n", {}).rfind(
+                "bad.yaml:4: pipeline.stages.publish.results_path: ", 0),
+            0u);
+  EXPECT_EQ(load_defaults(std::vector<std::string>{"pipeline.stages.publish.results_path=run.jsonl"})
+                .pipeline.stages.publish.results_path,
+            "run.jsonl");
 }
 
 TEST(ConfigErrors, MissingFileIsOneErrorNamingIt) {

@@ -384,5 +384,33 @@ TEST(ResultJson, ASecondWriteIntoTheSameStringAllocatesNothing) {
   EXPECT_EQ(text, first);
 }
 
+// The adaptive stage's beam patterns (pipeline.stages.adaptive.beam_pattern_points): present, as
+// [cells][looks][points], exactly when the slot keeps them, the last key; values read back, NaN as null.
+TEST(ResultJson, BeamPatternsAreNestedCellsLooksPoints) {
+  FrameSlot frame = filled_slot();
+  EXPECT_FALSE(written(frame).contains("beam_pattern_db"));  // the shape keeps none
+  FrameShape shape;
+  shape.channels = 2;
+  shape.cells = 3;
+  shape.looks = 2;
+  shape.beam_pattern_points = 3;
+  frame.results.beam_pattern_db.assign(std::size_t(shape.cells) * shape.looks * shape.beam_pattern_points, 99.0f);
+  // [cell][look][point] for the 2 cells with results; the third cell's 99s must not appear.
+  const std::vector<float> values = {0.0f, -3.5f, kNaN,  -41.25f, 0.0f, 1e-7f,
+                                     -kInf, -60.0f, 0.5f, -12.0f, -0.0f, -90.0f};
+  std::copy(values.begin(), values.end(), frame.results.beam_pattern_db.begin());
+  std::string text;
+  write_result_json(frame, kStageNames, {}, text);
+  EXPECT_EQ(keys_in_order(text).back(), "beam_pattern_db");
+  const json pattern = json::parse(text).at("beam_pattern_db");
+  ASSERT_TRUE(pattern.is_array());
+  ASSERT_EQ(pattern.size(), 2u) << pattern.dump();
+  for (std::size_t c = 0; c < 2; ++c) {
+    ASSERT_EQ(pattern[c].size(), 2u) << pattern.dump();
+    for (std::size_t l = 0; l < 2; ++l)
+      expect_floats(pattern[c][l], {values[(c * 2 + l) * 3], values[(c * 2 + l) * 3 + 1], values[(c * 2 + l) * 3 + 2]});
+  }
+}
+
 }  // namespace
 }  // namespace covflow::pipeline

@@ -80,7 +80,7 @@ TEST(ZmqEndpoints, PublishStageSendsOneResultPerFrameAndRecordsTheInput) {
   // A queue as long as the run: no frame is left out however slow the disk.
   auto recorder = std::make_shared<stages::Recorder>(stages::RecorderOptions{.path = dir / "run.cvf", .queue = 8});
   auto publish = std::make_unique<stages::PublishStage>(
-      publisher, stages::PublishOptions{.recorder = recorder, .stage_names = {"subspace", "publish"}, .json = {}});
+      publisher, stages::PublishOptions{.recorder = recorder, .stage_names = {"subspace", "publish"}, .json = {}, .results = nullptr});
   auto* publish_stage = publish.get();
   stages.push_back(std::move(publish));
   Metrics metrics;

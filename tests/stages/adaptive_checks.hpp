@@ -468,4 +468,67 @@ void check_wrong_shapes_and_covariance_frames(linalg::Exec& exec) {
   check_weights(h, "frame 4 after a covariance frame");
 }
 
+// The beam patterns (pipeline.stages.adaptive.beam_pattern_points): the grid runs from −90° to 90°
+// inclusive, antisymmetric; each beam's pattern is 10·log10|wᴴa(θ)|² of the published weights
+// (recomputed here in long double from independently made steering vectors), 0 dB at the look
+// (wᴴa = 1) and below −30 dB toward the default scenario's 30 dB jammer at 48° once the window is
+// full; poisoned before each frame so that a pattern left unwritten fails.
+template <class T>
+void check_beam_patterns(linalg::Exec& exec) {
+  const auto seed = fresh_seed("adaptive beam pattern");
+  config::Config c;
+  c.scenario.snapshots = 64;
+  c.scenario.cells = 4;
+  c.scenario.seed = static_cast<std::int64_t>(seed >> 1);
+  c.scenario.element_type = sample_type<T>();
+  c.pipeline.stages.covariance.enabled = false;
+  c.pipeline.stages.subspace.enabled = false;
+  c.pipeline.stages.adaptive.window_snapshots = 256;
+  c.pipeline.stages.adaptive.looks_deg = {5.0, -30.0};
+  c.pipeline.stages.adaptive.beam_pattern_points = 181;  // 1° steps: the looks and the jammer lie on the grid
+  ASSERT_EQ(c.scenario.jammers.size(), 1u);
+  ASSERT_EQ(c.scenario.jammers[0].angle_deg, 48.0);
+  ASSERT_EQ(c.scenario.jammers[0].power_db, 30.0);
+  Harness<T> h(c, exec);
+  const std::uint32_t points = 181;
+  ASSERT_EQ(h.shape.beam_pattern_points, points);
+  const std::size_t n = h.shape.channels, looks = 2;
+  for (std::uint32_t i = 0; i < points; ++i)
+    EXPECT_EQ(stages::beam_pattern_azimuth_deg(points, i), -stages::beam_pattern_azimuth_deg(points, points - 1 - i)) << i;
+  EXPECT_EQ(stages::beam_pattern_azimuth_deg(points, 0), -90.0);
+  EXPECT_EQ(stages::beam_pattern_azimuth_deg(points, 95), 5.0);
+  EXPECT_EQ(stages::beam_pattern_azimuth_deg(points, 138), 48.0);
+  EXPECT_EQ(stages::beam_pattern_azimuth_deg(points, points - 1), 90.0);
+  EXPECT_EQ(stages::beam_pattern_azimuth_deg(2, 0), -90.0);
+  EXPECT_EQ(stages::beam_pattern_azimuth_deg(2, 1), 90.0);
+  std::vector<std::vector<cd>> steering(points);
+  for (std::uint32_t p = 0; p < points; ++p)
+    steering[p] = stages::steering_vector(std::int64_t(n), c.scenario.spacing_wavelengths, -90.0 + p);
+  const std::size_t look_index[looks] = {95, 60};  // 5° and −30°
+  const double tolerance_db = 1e-4;  // the pattern is computed in double and stored as float
+  for (std::uint64_t f = 0; f < 6; ++f) {
+    auto& r = h.slot->slot.results;
+    std::fill(r.beam_pattern_db.begin(), r.beam_pattern_db.end(), 1234.0f);
+    h.run(f);
+    ASSERT_EQ(r.beam_pattern_db.size(), std::size_t(h.shape.cells) * looks * points);
+    for (std::size_t cell = 0; cell < h.shape.cells; ++cell)
+      for (std::size_t look = 0; look < looks; ++look) {
+        const std::size_t beam = cell * looks + look;
+        const float* pattern = r.beam_pattern_db.data() + beam * points;
+        const std::complex<float>* w = r.weights.data() + beam * n;
+        for (std::uint32_t p = 0; p < points; ++p) {
+          cl sum = 0;
+          for (std::size_t m = 0; m < n; ++m) sum += std::conj(cl(w[m])) * cl(steering[p][m]);
+          const double expected = 10.0 * std::log10(static_cast<double>(std::norm(sum)));
+          ASSERT_NEAR(pattern[p], expected, tolerance_db * std::max(1.0, std::abs(expected)))
+              << "frame " << f << " cell " << cell << " look " << look << " point " << p;
+        }
+        EXPECT_NEAR(pattern[look_index[look]], 0.0, 1e-3) << "frame " << f << " cell " << cell << " look " << look;
+        if (f >= 4) {
+          EXPECT_LT(pattern[138], -30.0) << "frame " << f << " cell " << cell << " look " << look;
+        }
+      }
+  }
+}
+
 }  // namespace covflow::test::adaptive_checks

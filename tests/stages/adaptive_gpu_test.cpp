@@ -20,6 +20,9 @@ TYPED_TEST(AdaptiveGpu, WeightsMatchAFreshFactorizationOfTheWindow) {
 TYPED_TEST(AdaptiveGpu, NullsAtLeast30dBTowardTheDefaultJammer) {
   adaptive_checks::check_nulls_toward_the_jammer<TypeParam>(GpuTest::gpu());
 }
+TYPED_TEST(AdaptiveGpu, BeamPatternsAreZeroDbAtTheLookAndDeepTowardTheJammer) {
+  adaptive_checks::check_beam_patterns<TypeParam>(GpuTest::gpu());
+}
 TYPED_TEST(AdaptiveGpu, RefactorEveryBoundsTheDrift) {
   adaptive_checks::check_refactor_bounds_drift<TypeParam>(GpuTest::gpu());
 }

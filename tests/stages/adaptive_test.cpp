@@ -23,6 +23,9 @@ TYPED_TEST(AdaptiveCpu, WeightsMatchAFreshFactorizationOfTheWindow) {
 TYPED_TEST(AdaptiveCpu, NullsAtLeast30dBTowardTheDefaultJammer) {
   adaptive_checks::check_nulls_toward_the_jammer<TypeParam>(cpu());
 }
+TYPED_TEST(AdaptiveCpu, BeamPatternsAreZeroDbAtTheLookAndDeepTowardTheJammer) {
+  adaptive_checks::check_beam_patterns<TypeParam>(cpu());
+}
 TYPED_TEST(AdaptiveCpu, RefactorEveryBoundsTheDrift) { adaptive_checks::check_refactor_bounds_drift<TypeParam>(cpu()); }
 TYPED_TEST(AdaptiveCpu, FailedDowndateIsRecoveredAndCounted) {
   adaptive_checks::check_failed_downdate_is_recovered<TypeParam>(cpu());
@@ -56,9 +59,13 @@ TEST(AdaptiveFactory, FollowsTheConfiguration) {
   EXPECT_FALSE(adaptive->degradable());
   EXPECT_EQ(stages::frame_shape(c).looks, 3u);
 
+  c.pipeline.stages.adaptive.beam_pattern_points = 37;
+  EXPECT_EQ(stages::frame_shape(c).beam_pattern_points, 37u);
+
   c.pipeline.stages.adaptive.enabled = false;
   EXPECT_EQ(stages::make_processing_stages(c).size(), 2u);
   EXPECT_EQ(stages::frame_shape(c).looks, 0u);
+  EXPECT_EQ(stages::frame_shape(c).beam_pattern_points, 0u);
 }
 
 TEST(AdaptiveFactory, RefusesSettingsNoFrameCouldUse) {
@@ -76,6 +83,11 @@ TEST(AdaptiveFactory, RefusesSettingsNoFrameCouldUse) {
   shape.snapshots = 4;
   shape.looks = 2;  // the stage has one look
   EXPECT_THROW(stage.prepare(shape, cpu()), std::invalid_argument);
+  shape.looks = 1;
+  shape.beam_pattern_points = 5;  // the stage keeps no pattern
+  EXPECT_THROW(stage.prepare(shape, cpu()), std::invalid_argument);
+  s.config.beam_pattern_points = 1;  // the grid needs -90 and 90
+  EXPECT_THROW(stages::AdaptiveStage{s}, std::invalid_argument);
 }
 
 // Live data without a model: weights, but NaN SINR and null depth.

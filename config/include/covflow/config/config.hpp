@@ -26,6 +26,7 @@ enum class SampleType { cf32, cf64 };
 enum class Overflow { drop_oldest, reject_newest, block };
 enum class SourceCountRule { mdl, aic };
 enum class SubspaceMethod { eig, svd };
+enum class CompressFormat { tlr, lowrank, automatic };
 
 std::string_view name(LogLevel value);
 std::string_view name(Backend value);
@@ -39,6 +40,7 @@ std::string_view name(SampleType value);
 std::string_view name(Overflow value);
 std::string_view name(SourceCountRule value);
 std::string_view name(SubspaceMethod value);
+std::string_view name(CompressFormat value);
 
 // ZeroMQ CURVE security for the daemon's sockets (docs/zmq.md, "Security").
 struct CurveConfig {
@@ -207,13 +209,37 @@ struct AdaptiveStageConfig {
   std::int64_t update_rank = 8;
   double diagonal_loading = 0.01;
   std::int64_t refactor_every = 50;  // frames between refactorizations from the window (0: never)
+  // Points of each beam's pattern |wᴴa(θ)|² (dB) kept, on azimuths from −90° to 90° inclusive
+  // evenly spaced (0: no pattern; otherwise at least 2).
+  std::int64_t beam_pattern_points = 0;
   bool operator==(const AdaptiveStageConfig&) const = default;
 };
 
 
+// The compress stage (docs/stages.md, "compress"): each cell's covariance stored as a tile
+// low-rank matrix (tlr), as a scaled identity plus one low-rank part (lowrank), or as the smaller
+// of the two (auto, CompressFormat::automatic), to a relative Frobenius tolerance.
+struct CompressStageConfig {
+  bool enabled = false;
+  bool degradable = true;
+  double budget_ms = 0.0;
+  CompressFormat format = CompressFormat::automatic;
+  double tolerance = 1e-6;        // ‖R − R̃‖_F ≤ tolerance·‖R‖_F per cell
+  std::int64_t tile = 128;        // TLR tile size b
+  std::int64_t max_rank = 0;      // TLR rank cap per tile (0: b/2, past which a tile is cheaper dense)
+  std::vector<double> looks_deg;  // MVDR looks through tlr_potrf/potrs (empty: no weights)
+  bool operator==(const CompressStageConfig&) const = default;
+};
+
 struct PublishStageConfig {
   bool enabled = true;
-  std::string record_path;  // empty: results are not recorded
+  std::string record_path;  // empty: the input frames are not recorded
+  std::string results_path;  // empty: the published results and reports are not written to disk (JSON Lines)
+  // Optional arrays of the result message (docs/zmq.md): the MUSIC pseudo-spectrum, the
+  // eigenvalues, the MVDR weights.
+  bool spectrum = false;
+  bool eigenvalues = false;
+  bool weights = false;
   bool operator==(const PublishStageConfig&) const = default;
 };
 
@@ -221,6 +247,7 @@ struct StagesConfig {
   CovarianceStageConfig covariance;
   SubspaceStageConfig subspace;
   AdaptiveStageConfig adaptive;
+  CompressStageConfig compress;
   PublishStageConfig publish;
   bool operator==(const StagesConfig&) const = default;
 };

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -91,10 +92,18 @@ class ReportPublisher {
 
   // Starts the thread that publishes a report every interval.
   void start();
+  // Stops the thread without a report (stop() sends the final one): what the reports count can then
+  // be settled before the final report is taken. Idempotent.
+  void stop_periodic();
   // Stops the thread and publishes the final report ("final": true). Idempotent.
   void stop();
   // Publishes one report now (thread-safe).
   void publish_now(bool final_report = false);
+  // Each report's JSON text, as sent (whether or not a subscriber takes it), is also handed to
+  // `tap` (empty: none): covflowd's results recording. Called under the send lock on the
+  // publishing thread: it must not block. Thread-safe.
+  using Tap = std::function<void(std::string_view body)>;
+  void set_tap(Tap tap);
   std::string endpoint() const;
   std::uint64_t sent() const { return sent_.load(); }
 
@@ -104,6 +113,7 @@ class ReportPublisher {
   Metrics& metrics_;
   std::chrono::milliseconds interval_;
   std::mutex send_mutex_;
+  Tap tap_;  // under send_mutex_
   std::mutex wake_mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

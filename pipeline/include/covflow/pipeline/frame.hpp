@@ -9,6 +9,8 @@
 //               results.spectrum_db
 //   adaptive    snapshots (payload) → per-cell Cholesky factors kept across frames (stage state) →
 //               results.weights, results.sinr_db, results.null_depth_db, results.cell_status
+//   compress    covariance (or a covariance frame's payload) → results.compress (stage state:
+//               buffers only)
 //   publish     results → ZeroMQ (and optionally a frame file)
 // On a CUDA lane the working arrays live on the device (`device.*`) and only results come back to
 // the host; on a CPU lane the host arrays are used. A stage reads and writes only the fields it
@@ -37,6 +39,9 @@ struct FrameShape {
   std::uint32_t max_sources = 8;      // DOA estimates kept per cell
   std::uint32_t spectrum_points = 0;  // points of the MUSIC angle grid (0: no spectrum kept)
   std::uint32_t looks = 0;            // look directions of the adaptive stage (0: no beamformer results kept)
+  std::uint32_t beam_pattern_points = 0;  // points of its beams' patterns, −90° … 90° (0: no pattern kept)
+  bool compress = false;              // the compress stage runs: its per-cell results are kept
+  std::uint32_t compress_looks = 0;   // its MVDR looks (pipeline.stages.compress.looks_deg)
 
   std::size_t element_bytes() const { return replay::size_of(element_type); }
   // Bytes of the largest payload: snapshots (N·K·cells) or covariance (N·N·cells), whichever is larger.
@@ -73,6 +78,23 @@ struct FrameResults {
   std::vector<std::complex<float>> weights;  // [cells × looks × channels]: w = R⁻¹a / (aᴴR⁻¹a)
   std::vector<float> sinr_db;                // [cells × looks]: output SINR against the scenario's model
   std::vector<float> null_depth_db;          // [cells × looks]: shallowest null toward the model's jammers
+  // [cells × looks × beam_pattern_points]: |wᴴa(θ)|² in dB (0 dB at the look, where wᴴa = 1) on
+  // azimuths θ evenly spaced from −90° to 90° inclusive (stages::beam_pattern_azimuth_deg).
+  std::vector<float> beam_pattern_db;
+  // The compress stage's per-cell results (empty unless FrameShape::compress): the form each
+  // cell's covariance was stored in, its ranks (the off-diagonal tiles' for tlr, the one global
+  // rank for lowrank), bytes and achieved relative error, and per cell and look
+  // (FrameShape::compress_looks) the SINR loss of the MVDR beam solved with the TLR factor.
+  struct Compressed {
+    static constexpr std::int8_t not_computed = -1, tlr = 0, lowrank = 1;
+    std::vector<std::int8_t> format;         // [cells]
+    std::vector<std::int32_t> rank_min, rank_max;  // [cells]
+    std::vector<std::int64_t> rank_sum, rank_count;  // [cells]: the mean rank is Σ sum / Σ count
+    std::vector<std::uint64_t> bytes;        // [cells]: what the stored form takes (complex double)
+    std::uint64_t dense_bytes = 0;           // of one cell's dense matrix, n²·16
+    std::vector<float> error;                // [cells]: ‖R − R̃‖_F / ‖R‖_F
+    std::vector<float> sinr_loss_db;         // [cells × compress_looks]
+  } compress;
 
   void reserve(const FrameShape& shape);
   void clear();  // sizes to "nothing computed" (source_count −1, NaN DOAs, NaN weights); no deallocation

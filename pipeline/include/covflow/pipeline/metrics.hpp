@@ -121,6 +121,13 @@ struct MetricsSnapshot {
     std::uint64_t left_out = 0;  // frames left out: the writer was behind (its queue full)
     std::uint64_t failed = 0;    // writes that failed (logged)
   } recording;
+  // The results on disk (pipeline.stages.publish.results_path, stages::ResultsRecorder): lines of
+  // published results and reports, off the frames' path.
+  struct {
+    std::uint64_t written = 0;   // lines written
+    std::uint64_t left_out = 0;  // lines left out: the writer's queue was full
+    std::uint64_t failed = 0;    // lines whose write failed (logged once)
+  } results_recording;
 };
 
 // The JSON of docs/zmq.md ("latency" reports, the "stats" control reply).
@@ -162,6 +169,10 @@ class Metrics {
   void frame_recorded() { recorded_.fetch_add(1, std::memory_order_relaxed); }
   void recording_left_out() { record_left_out_.fetch_add(1, std::memory_order_relaxed); }
   void recording_failed() { record_failed_.fetch_add(1, std::memory_order_relaxed); }
+  // The results recorder's counts (stages::ResultsRecorder, on its own thread and the offering ones).
+  void results_written() { results_written_.fetch_add(1, std::memory_order_relaxed); }
+  void results_left_out() { results_left_out_.fetch_add(1, std::memory_order_relaxed); }
+  void results_failed() { results_failed_.fetch_add(1, std::memory_order_relaxed); }
 
   MetricsSnapshot snapshot() const;
   // Counters, histograms and the queue maximum back to zero. Frames in flight stay in flight
@@ -185,6 +196,7 @@ class Metrics {
   std::atomic<std::int64_t> blocked_ns_{0};
   std::atomic<std::uint64_t> taken_{0}, taken_late_{0}, behind_{0}, sequence_gaps_{0};
   std::atomic<std::uint64_t> recorded_{0}, record_left_out_{0}, record_failed_{0};
+  std::atomic<std::uint64_t> results_written_{0}, results_left_out_{0}, results_failed_{0};
   LatencyHistogram input_lag_, input_place_;
   LatencyHistogram end_to_end_;
   std::vector<std::unique_ptr<StageCounters>> stages_;

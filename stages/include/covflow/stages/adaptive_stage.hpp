@@ -16,7 +16,9 @@
 //         results, no state change) and says so once per lane in the log.
 // Writes: results.weights, results.sinr_db, results.null_depth_db ([cells × looks], cell-major),
 //         results.cell_status where a cell's factor cannot be formed (kept when an earlier stage
-//         already set a nonzero status), results.cells.
+//         already set a nonzero status), results.cells; with beam_pattern_points, results.beam_pattern_db
+//         ([cells × looks × points]), computed on the host from the weights once they are there (in
+//         run() on a CPU lane, in collect() on a CUDA lane).
 // State:  per lane (keyed by the Exec, allocated in prepare()): a ring of W + min(K, W − 1)
 //         snapshot columns per cell (stored scaled by 1/√W, so that the same stored bits are added
 //         and later removed), the factors, per-cell status. On a CUDA lane all of it lives on the
@@ -40,6 +42,10 @@
 #include "covflow/stages/per_lane.hpp"
 
 namespace covflow::stages {
+
+// Azimuth i (degrees) of a beam pattern of `points` ≥ 2 points: evenly spaced from −90° to 90°
+// inclusive, θ_i = 90·(2i − (points − 1)) / (points − 1), so that θ_i = −θ_{points−1−i} exactly.
+double beam_pattern_azimuth_deg(std::uint32_t points, std::uint32_t i);
 
 struct AdaptiveSettings {
   config::AdaptiveStageConfig config;
@@ -74,12 +80,13 @@ class AdaptiveStage final : public pipeline::Stage {
 
   // Allocates this lane's ring, factors and buffers and reserves the workspace of cholupdate,
   // potrf and potrs (a frame never allocates). Throws
-  // std::invalid_argument when the shape's look count differs from the settings'. A second
+  // std::invalid_argument when the shape's look count or beam pattern points differ from the settings'. A second
   // prepare() on the same lane (a reload) starts the window afresh.
   void prepare(const pipeline::FrameShape& shape, linalg::Exec& exec) override;
   void run(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
   // CUDA lane: the frame's results, copied back by run() into the lane's pinned staging, go into
-  // FrameSlot::results, and its failure counts are taken (a CPU lane did both in run()).
+  // FrameSlot::results (and the beam patterns are computed from its weights), and its failure
+  // counts are taken (a CPU lane did all of it in run()).
   void collect(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
   // Warm start: enough frames to reach the downdates (the window full), then a fresh window and
   // counters back to zero (the warm-up frames are not the radar's).

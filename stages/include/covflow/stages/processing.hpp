@@ -1,4 +1,4 @@
-// The processing stages of the default chain (covariance, subspace, adaptive), built from the configuration.
+// The processing stages of the default chain (covariance, subspace, adaptive, compress), built from the configuration.
 #pragma once
 
 #include <cstdint>
@@ -40,13 +40,14 @@ replay::Frame warm_up_frame(const InputShape& input);
 
 // The pool shape for frames of `input`: its element type, elements, cells and (snapshot frames)
 // snapshots, with the MUSIC angle grid's length as spectrum points when the subspace stage is
-// enabled, and the adaptive stage's look count as looks when it is enabled.
+// enabled, the adaptive stage's look count as looks when it is enabled, and the compress stage's
+// results and look count when it is enabled.
 pipeline::FrameShape frame_shape(const config::Config& config, const InputShape& input);
 // The same for the built-in generator's frames (scenario_shape(config.scenario)).
 pipeline::FrameShape frame_shape(const config::Config& config);
 
-// The enabled processing stages in chain order: covariance, subspace, adaptive, for frames of
-// `input`. The array is the scenario's (scenario.geometry and its keys, for every input). The
+// The enabled processing stages in chain order: covariance, subspace, adaptive, compress, for
+// frames of `input`. The array is the scenario's (scenario.geometry and its keys, for every input). The
 // subspace stage needs it linear and takes its spacing from scenario.spacing_wavelengths, the
 // effective snapshot count of each frame from the covariance stage (input.snapshots for
 // covariance frames), and reads the payload of covariance frames directly when the covariance
@@ -60,7 +61,10 @@ pipeline::FrameShape frame_shape(const config::Config& config);
 // meets an input of covariance frames, or of fewer snapshots than elements (the loader refuses
 // these for the generator and a feed; a file's records are known only here), and
 // std::invalid_argument when the subspace stage would need K for covariance frames that do not
-// say it. The stages refer to each other: keep the vector (or all of its elements) alive
+// say it. The compress stage reads the covariance stage's estimate, or covariance frames'
+// payloads when there is no covariance stage (a config::ConfigError naming
+// pipeline.stages.compress.enabled for snapshot frames then), and takes the array's element
+// positions for its looks. The stages refer to each other: keep the vector (or all of its elements) alive
 // together.
 std::vector<std::unique_ptr<pipeline::Stage>> make_processing_stages(const config::Config& config, const InputShape& input);
 // The same for the built-in generator's frames.
