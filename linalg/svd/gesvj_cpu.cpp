@@ -210,7 +210,8 @@ void gesvj_cpu(ThreadPool& pool, Workspace& workspace, Batch<T> a, std::span<rea
     // orthogonal to the rest. ?gesvj keeps rotating them, and on an exactly singular square matrix
     // (a zero row, say) reports no convergence after its 30 sweeps although the other columns
     // converged long before. So convergence is judged here on the columns above that level, and
-    // the columns of U below it are replaced by an orthonormal completion.
+    // the columns of U below it are replaced by an orthonormal completion. (The CUDA path judges
+    // during its sweeps, with the largest column norm for σ₁; svd.hpp sets the two side by side.)
     const double zero_level = double(rows) * std::numeric_limits<R>::epsilon() * double(values[0]);
     int kept = k;
     while (kept > 0 && double(values[kept - 1]) <= zero_level) --kept;

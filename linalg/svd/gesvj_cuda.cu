@@ -16,7 +16,9 @@
 //                             preconditioned Jacobi SVD of Drmač and Veselić (SIAM J. Matrix Anal.
 //                             Appl., 2008).
 //
-// Every variant decides convergence on the device, per matrix; nothing is read back to the host.
+// Every variant decides convergence on the device, per matrix, on the columns above the zero
+// threshold max(m, n)·ε·(largest column norm) (gesvj_cuda.cuh says why); nothing is read back to the
+// host.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -191,6 +193,10 @@ void gesvj_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> s, Batch<
   pb.s = s.data();
   pb.info = info.data();
   pb.max_sweeps = max_sweeps;
+  // A column norm at or below max(m, n)·ε times the largest is numerically zero (gesvj_cuda.cuh):
+  // max(m, n) of A also on the QR path, whose R carries A's rounding.
+  const R zero_level = static_cast<R>(plan.m_w) * std::numeric_limits<R>::epsilon();
+  pb.zero_level = zero_level;
 
   if (!plan.qr) {
     pb.m = plan.m_w;
@@ -273,6 +279,7 @@ void gesvj_cuda(CudaContext& context, Batch<T> a, std::span<real_t<T>> s, Batch<
     args.info = info.data();
     args.max_sweeps = max_sweeps;
     args.tol = tolerance<R>(plan.n_w);
+    args.zero_level = zero_level;
     svdj::block_jacobi<T>(context, args, parts.block_jacobi);
   } else {
     pb.m = plan.n_w;

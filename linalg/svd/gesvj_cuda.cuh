@@ -9,8 +9,26 @@
 // Jacobi algorithm for computing the singular value decomposition on a vector computer" (SIAM J.
 // Sci. Stat. Comput., 1989) and Drmač and Veselić, "New fast and accurate Jacobi SVD algorithm"
 // (SIAM J. Matrix Anal. Appl., 2008), as LAPACK's ?gesvj uses them: a pair is rotated only when
-// its cosine |x_pᴴx_q|/(‖x_p‖‖x_q‖) exceeds tol = √m·ε, the angle comes from the ratio of the two
-// norms and that cosine alone, and a matrix has converged after a sweep that rotated nothing.
+// its cosine |x_pᴴx_q|/(‖x_p‖‖x_q‖) exceeds tol = √m·ε, and the angle comes from the ratio of the
+// two norms and that cosine alone.
+//
+// Convergence is judged on the numerically nonzero columns only (svd.hpp's SvdInfo::off): a pair
+// counts when both its columns' norms, as the pair's sums give them, are above threshold =
+// zero_level·c, zero_level = max(m, n)·ε of the caller's A and c the largest column norm of the
+// working matrix before the sweeps (σ₁/√n ≤ c ≤ σ₁: a column norm is at most σ₁, and the largest is
+// at least ‖X‖_F/√n). A column at or below it is at the level of A's rounding — after ε relative
+// changes of A's entries such a singular value can be anywhere in [0, threshold] — and its
+// direction is noise that plane rotations need not settle (on kernel matrices whose singular values
+// decay far below ε·σ₁, such columns keep rotating at cosines near 1 long after every pair of the
+// other columns is orthogonal to tol). Pairs that do not count are rotated as before (a column below the
+// threshold can still be accurate to its own size, as in a graded matrix, and rotations keep it so;
+// against a large column the rotation changes that column by at most the small one's norm), but a
+// matrix has converged after a sweep in which no counted pair's cosine exceeded tol, and off is the
+// largest counted cosine of the last sweep. The columns at or below the threshold get U columns that
+// complete the others to an orthonormal set (their own direction orthogonalised against the rest
+// when at least half of it survives, else a unit vector's); their σ are kept — accurate to
+// O(n·ε·σ₁) in the absolute sense, like every σ of a backward-stable SVD. The threshold is compared
+// in the same scaled units as the sums (each kernel scales its data by a power of two: `exponent`).
 // The pair order is the parallel round-robin of W. Boukaram, G. Turkiyyah, H. Ltaief, D. E. Keyes,
 // "Batched QR and SVD Algorithms on GPUs with Applications in Hierarchical Matrix Compression"
 // (Parallel Computing, 2018), §5 (Fig. 6): n/2 disjoint pairs per step, n − 1 steps per sweep.
@@ -56,16 +74,21 @@ struct Problem {
   SvdInfo* info = nullptr;
   int max_sweeps = 30;
   R tol = 0;
+  R zero_level = 0;  // max(m, n)·ε of the caller's A: a column norm at or below zero_level·c is
+                     // numerically zero (c: the largest column norm of X before the sweeps)
 
   // Pair mode, for block Jacobi's inner solves: u gets the rotated columns X·V unnormalised (U·Σ,
   // in the columns' own order, not sorted), v the rotation V; no s, no info. The largest cosine of the first sweep
   // goes to outer_off[b / pairs_per_matrix] (an atomic maximum on the bit pattern, which orders
   // non-negative floats as integers); problems whose outer_active[b / pairs_per_matrix] is 0 are
-  // skipped.
+  // skipped. The zero threshold is the outer matrix's, outer_threshold[b / pairs_per_matrix], in the
+  // units of the data a points to (the pair's columns have the outer matrix's columns' norms); the
+  // largest cosine sent to outer_off is over the counted pairs only.
   bool pair_mode = false;
   int pairs_per_matrix = 1;
   const int* outer_active = nullptr;
   R* outer_off = nullptr;
+  const R* outer_threshold = nullptr;
 };
 
 template <class D>
@@ -226,6 +249,7 @@ struct BlockJacobiArgs {
   SvdInfo* info = nullptr;
   int max_sweeps = 30;
   R tol = 0;
+  R zero_level = 0;  // as Problem's; c is the largest column norm of Rᴴ (the largest row norm of R)
 };
 // Block Jacobi's step with each pair in shared memory (gesvj_cuda_pairs.cu): `width` (P) columns
 // per pair, 32 or 16. factor: [Y_i Y_j] (n × P) from Y → its QR in W (pairs × n × P, ld n) and τ

@@ -15,8 +15,10 @@
 //   Budget: shared memory (m·N + N·N)·sizeof(T) — up to the 227 KB an sm_90 block may opt in to
 //   (complex double: n ≈ 85 square with V, 120 without; real float: 170 and 240); up to 1024
 //   threads (P·G ≤ 1024), a few registers per thread (rows are streamed from shared memory).
-//   Convergence is the block's decision: a sweep in which no pair's cosine exceeded tol. At the end
-//   V is refined towards orthogonality (gesvj_cuda_warp.cu says why), E = VᴴV − I taking X's place.
+//   Convergence is the block's decision: a sweep in which no counted pair's cosine exceeded tol
+//   (gesvj_cuda.cuh: pairs of columns above the zero threshold; the others rotate but do not count).
+//   At the end V is refined towards orthogonality (gesvj_cuda_warp.cu says why), E = VᴴV − I taking
+//   X's place.
 #include <algorithm>
 #include <climits>
 
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
   using R = sreal_t<D>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int any_bad, any_rotated[2];
-  __shared__ R block_max, sweep_max_shared[2], norm_shared;
+  __shared__ R block_max, sweep_max_shared[2], norm_shared, largest_shared;
   __shared__ R warp_best[kMaxThreads / 32];
   __shared__ int warp_row[kMaxThreads / 32];
 
@@ -138,6 +140,7 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
   if (tid == 0) {
     any_bad = 0;
     block_max = R(0);
+    largest_shared = R(0);
     sweep_max_shared[0] = sweep_max_shared[1] = R(0);
     any_rotated[0] = any_rotated[1] = 0;
   }
@@ -186,6 +189,22 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
     for (long long e = tid; e < static_cast<long long>(v_rows) * N; e += threads)
       V[e] = from_real<D>(R(e % v_rows == e / v_rows ? 1 : 0));
   __syncthreads();
+  // The zero threshold (gesvj_cuda.cuh) in these scaled units, compared with the pairs' sums of
+  // squares (+∞ when its square overflows, where nothing counts, as it should).
+  R threshold;
+  if (pb.pair_mode) {
+    threshold = pb.outer_threshold != nullptr ? scaled(pb.outer_threshold[b / pb.pairs_per_matrix], -exponent) : R(0);
+  } else {
+    for (int j = group; j < N; j += groups) {
+      R ss = R(0);
+      for (int i = gl; i < m; i += G) ss += abs2(X[i + std::size_t(j) * rows]);
+      ss = group_sum_runtime(ss, G, mask);
+      if (gl == 0) atomic_max_nonnegative(&largest_shared, ss);
+    }
+    __syncthreads();
+    threshold = pb.zero_level * sqrt(largest_shared);
+  }
+  const R threshold2 = threshold * threshold;
 
   int sweeps = 0;
   R off = R(0), first_off = R(0);
@@ -213,9 +232,12 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
         apq = group_sum_runtime(apq, G, mask);
         Rotation<D> rot;
         bool rotate;
-        local_max = fmax(local_max, make_rotation(app, aqq, apq, pb.tol, rot, rotate));
+        const R cosine = make_rotation(app, aqq, apq, pb.tol, rot, rotate);
+        if (app > threshold2 && aqq > threshold2) {
+          local_max = fmax(local_max, cosine);
+          rotated = rotated || rotate;  // counted pairs only: what convergence is judged on
+        }
         if (rotate) {
-          rotated = true;
           for (int i = gl; i < m; i += G) {
             D a = xp[i], c = xq[i];
             rotate_pair(a, c, rot.c, rot.s);
@@ -284,29 +306,17 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
         X[e] = j < n && sigma[j] > R(0) ? divided(X[e], sigma[j]) : zero;
       }
       __syncthreads();
-      // Zero columns (σ_j = 0): completed to an orthonormal U as in gesvj_cuda_warp.cu — e_c for
-      // the row of least energy in the columns found so far, orthogonalised against them twice.
-      for (int z = 0; z < n; ++z) {
-        if (sigma[z] > R(0)) continue;  // uniform: shared memory read after a barrier
-        // Row energies and their minimum (ties: lowest row), through one block-wide pass.
-        R best = R(INFINITY);
-        int best_row = INT_MAX;
-        for (int i = tid; i < m; i += threads) {
-          R energy = R(0);
-          for (int w = 0; w < n; ++w)
-            if (sigma[w] > R(0) || sigma[w] < R(0)) energy += abs2(X[i + std::size_t(w) * rows]);
-          if (energy < best || (energy == best && i < best_row)) {
-            best = energy;
-            best_row = i;
-          }
-        }
-        const int c = block_argmin(best, best_row, warp_best, warp_row);
-        for (int i = tid; i < rows; i += threads) X[i + std::size_t(z) * rows] = from_real<D>(R(i == c ? 1 : 0));
-        __syncthreads();
+      // Columns at or below the zero threshold (numerically zero, or exactly zero): completed to an
+      // orthonormal U as in gesvj_cuda_warp.cu — the column's own direction orthogonalised twice
+      // against the basis found so far when at least half of it is left, else e_c for the row of
+      // least energy in that basis, orthogonalised likewise. The basis: σ above the threshold, or
+      // completed (σ set to +∞ then; s was written above, and σ is not read again).
+      auto in_basis = [&](int w) { return sigma[w] > threshold; };
+      auto orthogonalise = [&](int z) {
         for (int pass = 0; pass < 2; ++pass) {
           for (int w = group; w < n; w += groups) {
             D dot = zero;
-            if (sigma[w] != R(0))
+            if (in_basis(w))
               for (int i = gl; i < m; i += G) dot = fma_conj(dot, X[i + std::size_t(w) * rows], X[i + std::size_t(z) * rows]);
             dot = group_sum_runtime(dot, G, mask);
             if (gl == 0) coefficient[w] = dot;
@@ -315,11 +325,13 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
           for (int i = tid; i < m; i += threads) {
             D value = X[i + std::size_t(z) * rows];
             for (int w = 0; w < n; ++w)
-              if (sigma[w] != R(0)) value = value - coefficient[w] * X[i + std::size_t(w) * rows];
+              if (in_basis(w)) value = value - coefficient[w] * X[i + std::size_t(w) * rows];
             X[i + std::size_t(z) * rows] = value;
           }
           __syncthreads();
         }
+      };
+      auto column_norm = [&](int z) {
         if (group == 0) {
           R ss = R(0);
           for (int i = gl; i < m; i += G) ss += abs2(X[i + std::size_t(z) * rows]);
@@ -328,9 +340,37 @@ __global__ void __launch_bounds__(kMaxThreads) block_jacobi_kernel(Problem<D> pb
         }
         __syncthreads();
         const R norm = norm_shared;
+        __syncthreads();  // norm_shared is written again for the next column
+        return norm;
+      };
+      for (int z = 0; z < n; ++z) {
+        if (in_basis(z)) continue;  // uniform: shared memory read after a barrier
+        R norm = R(0);
+        if (sigma[z] > R(0)) {
+          orthogonalise(z);
+          norm = column_norm(z);
+        }
+        if (!(norm >= R(0.5))) {
+          // Row energies and their minimum (ties: lowest row), through one block-wide pass.
+          R best = R(INFINITY);
+          int best_row = INT_MAX;
+          for (int i = tid; i < m; i += threads) {
+            R energy = R(0);
+            for (int w = 0; w < n; ++w)
+              if (in_basis(w)) energy += abs2(X[i + std::size_t(w) * rows]);
+            if (energy < best || (energy == best && i < best_row)) {
+              best = energy;
+              best_row = i;
+            }
+          }
+          const int c = block_argmin(best, best_row, warp_best, warp_row);
+          for (int i = tid; i < rows; i += threads) X[i + std::size_t(z) * rows] = from_real<D>(R(i == c ? 1 : 0));
+          __syncthreads();
+          orthogonalise(z);
+          norm = column_norm(z);
+        }
         for (int i = tid; i < m; i += threads) X[i + std::size_t(z) * rows] = divided(X[i + std::size_t(z) * rows], norm);
-        // Marks z as part of the basis: a negative σ never occurs otherwise (s was written above).
-        if (tid == 0) sigma[z] = R(-1);
+        if (tid == 0) sigma[z] = R(INFINITY);
         __syncthreads();
       }
     }

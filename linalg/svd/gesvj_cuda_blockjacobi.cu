@@ -23,7 +23,10 @@
 //   unmqr                C_k = Q_k·[R'_k; 0] = [Y_i Y_j]·V_k  (orthogonal columns)
 //   apply_kernel         [Y_i Y_j] ← C_k; [V_i V_j] ← [V_i V_j]·V_k
 // and a one-block sweep_end_kernel decides, per matrix, converged (the largest cosine any R_k of
-// the sweep showed ≤ tol = √n·ε: §6.2's scaled off-diagonal of R), out of sweeps, or on. The new
+// the sweep showed between two columns above the zero threshold ≤ tol = √n·ε: §6.2's scaled
+// off-diagonal of R, on the numerically nonzero columns as gesvj_cuda.cuh says), out of sweeps, or
+// on. The threshold is init_kernel's, in Y's units; each inner solve compares it in its own scaling
+// (R_k's columns have the norms of the Y columns they come from). The new
 // columns are Q·(U_R·Σ_R), not [Y_i Y_j]·V_R: applying orthogonal reflectors keeps every column's
 // rounding relative to that column's own norm, as a plane rotation does (a GEMM by V_R would mix
 // the large columns' rounding into the small ones), and Y's rows, graded in decreasing order by the
@@ -39,7 +42,8 @@
 // measurements; the results are identical).
 //
 // final_kernel (a block per matrix): σ_j = ‖y_j‖ over all n_p columns, the n largest in descending
-// order, Y's U = y_j/σ_j (zero columns completed to an orthonormal basis, as in the other variants),
+// order, Y's U = y_j/σ_j (columns at or below the zero threshold completed to an orthonormal basis,
+// as in the other variants),
 // V_y sorted; then V_y ← V_y − ½·V_y·(V_yᴴV_y − I) by two batched GEMMs (cuBLAS), which takes V_y
 // from √(rotations)·ε off orthogonal back to ε (gesvj_cuda_warp.cu says why).
 #include <cublas_v2.h>
@@ -128,6 +132,7 @@ struct Parts {
   int* exponent = nullptr; // count
   R* sweep_off = nullptr;  // count: largest cosine of this sweep (atomic maximum)
   R* last_off = nullptr;   // count: that of the last sweep done
+  R* threshold = nullptr;  // count: the zero threshold, in Y's units (init_kernel)
   std::size_t bytes = 0;
 
   Parts(int n, int width, long long count, bool with_u, bool with_v, unsigned char* base) {
@@ -154,6 +159,7 @@ struct Parts {
     exponent = reinterpret_cast<int*>(take(sizeof(int) * std::size_t(count)));
     sweep_off = reinterpret_cast<R*>(take(sizeof(R) * std::size_t(count)));
     last_off = reinterpret_cast<R*>(take(sizeof(R) * std::size_t(count)));
+    threshold = reinterpret_cast<R*>(take(sizeof(R) * std::size_t(count)));
     bytes = at;
   }
 };
@@ -170,7 +176,8 @@ __device__ R block_max_nonnegative(R value, R* slot) {
 }
 
 // ---- init: Y = 2^−e·Rᴴ with zero padding columns, V_y = I, per-matrix state ------------------------
-// A block per matrix; threads stride over the elements.
+// A block per matrix; threads stride over the elements; then a warp per row of R for Y's column
+// norms, whose largest sets the zero threshold (gesvj_cuda.cuh).
 template <class D>
 __global__ void __launch_bounds__(kThreads) init_kernel(BlockJacobiArgs<D> args, Parts<D> w, int n_p) {
   using R = sreal_t<D>;
@@ -206,7 +213,19 @@ __global__ void __launch_bounds__(kThreads) init_kernel(BlockJacobiArgs<D> args,
     for (long long e = threadIdx.x; e < static_cast<long long>(n_p) * n_p; e += blockDim.x)
       vy[e] = from_real<D>(R(e % n_p == e / n_p ? 1 : 0));
   }
+  // Y's column j is R's row j, conjugated: its norm from R, scaled as Y is.
+  R largest = R(0);
+  if (ok) {
+    const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    for (int j = threadIdx.x >> 5; j < n; j += warps) {
+      R ss = R(0);
+      for (int i = j + lane; i < n; i += 32) ss += abs2(scaled(r[j + static_cast<long long>(i) * args.ldr], -exponent));
+      largest = fmax(largest, warp_sum(ss));
+    }
+  }
+  largest = block_max_nonnegative(largest, &shared_max);
   if (threadIdx.x == 0) {
+    w.threshold[b] = args.zero_level * sqrt(largest);
     w.active[b] = ok ? 1 : 0;
     w.status[b] = ok ? status::no_convergence : status::non_finite_input;
     w.sweeps[b] = 0;
@@ -276,7 +295,8 @@ __global__ void __launch_bounds__(kThreads) apply_kernel(Parts<D> w, int n, int 
   }
 }
 
-// Per matrix, after a sweep: converged when no R_k of the sweep showed a cosine above tol; out of
+// Per matrix, after a sweep: converged when no R_k of the sweep showed a cosine above tol between
+// two columns above the zero threshold (the inner solves send only those to sweep_off); out of
 // sweeps at max_sweeps. One block; thread 0 tells the graph whether to run another sweep.
 template <class R>
 __global__ void __launch_bounds__(1024) sweep_end_kernel(int* active, int* state, int* sweeps, R* sweep_off,
@@ -368,48 +388,13 @@ __global__ void __launch_bounds__(kThreads) final_kernel(BlockJacobiArgs<D> args
       }
     }
     __syncthreads();
-    // Zero columns (a rank-deficient R): e_c for the row of least energy in the columns found so
-    // far, orthogonalised twice against them (as in gesvj_cuda_block.cu). Columns of U by rank:
-    // sigma_by_rank(i) > 0, or completed, means done.
-    for (int z = 0; z < n; ++z) {
-      // The column of rank z: zero σ sort last, so these are the last ranks.
-      bool zero_column = false;
-      for (int j = 0; j < n_p; ++j)
-        if (rank[j] == z) zero_column = !(sigma[j] > R(0));
-      if (!zero_column) continue;
-      R best = R(INFINITY);
-      int best_row = INT_MAX;
-      for (int i = tid; i < n; i += threads) {
-        R energy = R(0);
-        for (int d = 0; d < z; ++d) energy += abs2(U[i + static_cast<long long>(d) * args.ldu]);
-        if (energy < best || (energy == best && i < best_row)) {
-          best = energy;
-          best_row = i;
-        }
-      }
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        const R other = __shfl_xor_sync(0xffffffffu, best, offset);
-        const int other_row = __shfl_xor_sync(0xffffffffu, best_row, offset);
-        if (other < best || (other == best && other_row < best_row)) {
-          best = other;
-          best_row = other_row;
-        }
-      }
-      if (lane == 0) {
-        warp_best[warp] = best;
-        warp_row[warp] = best_row;
-      }
-      __syncthreads();
-      int c = warp_row[0];
-      R c_best = warp_best[0];
-      for (int v = 1; v < warps; ++v)
-        if (warp_best[v] < c_best || (warp_best[v] == c_best && warp_row[v] < c)) {
-          c_best = warp_best[v];
-          c = warp_row[v];
-        }
-      D* x = U + static_cast<long long>(z) * args.ldu;
-      for (int i = tid; i < n; i += threads) x[i] = from_real<D>(R(i == c ? 1 : 0));
-      __syncthreads();
+    // Columns at or below the zero threshold (numerically zero, or exactly zero in a rank-deficient
+    // R), completed as in gesvj_cuda_block.cu: the column's own direction orthogonalised twice
+    // against the columns of lower rank when at least half of it is left, else e_c for the row of
+    // least energy in those, orthogonalised likewise. By rank: the columns of lower rank are done
+    // (σ descending: those below the threshold are the last ranks).
+    const R threshold = w.threshold[b];
+    auto orthogonalise = [&](D* x, int z) {
       for (int pass = 0; pass < 2; ++pass) {
         for (int d = warp; d < z; d += warps) {
           D dot = zero;
@@ -425,6 +410,8 @@ __global__ void __launch_bounds__(kThreads) final_kernel(BlockJacobiArgs<D> args
         }
         __syncthreads();
       }
+    };
+    auto column_norm = [&](const D* x) {
       if (warp == 0) {
         R ss = R(0);
         for (int i = lane; i < n; i += 32) ss += abs2(x[i]);
@@ -433,6 +420,59 @@ __global__ void __launch_bounds__(kThreads) final_kernel(BlockJacobiArgs<D> args
       }
       __syncthreads();
       const R norm = norm_shared;
+      __syncthreads();  // norm_shared is written again for the next column
+      return norm;
+    };
+    for (int z = 0; z < n; ++z) {
+      bool noise = false, nonzero = false;
+      for (int j = 0; j < n_p; ++j)
+        if (rank[j] == z) {
+          noise = !(sigma[j] > threshold);
+          nonzero = sigma[j] > R(0);
+        }
+      if (!noise) continue;
+      D* x = U + static_cast<long long>(z) * args.ldu;  // y_j/σ_j already (rows permuted as all columns)
+      R norm = R(0);
+      if (nonzero) {
+        orthogonalise(x, z);
+        norm = column_norm(x);
+      }
+      if (!(norm >= R(0.5))) {
+        R best = R(INFINITY);
+        int best_row = INT_MAX;
+        for (int i = tid; i < n; i += threads) {
+          R energy = R(0);
+          for (int d = 0; d < z; ++d) energy += abs2(U[i + static_cast<long long>(d) * args.ldu]);
+          if (energy < best || (energy == best && i < best_row)) {
+            best = energy;
+            best_row = i;
+          }
+        }
+        for (int offset = 16; offset > 0; offset >>= 1) {
+          const R other = __shfl_xor_sync(0xffffffffu, best, offset);
+          const int other_row = __shfl_xor_sync(0xffffffffu, best_row, offset);
+          if (other < best || (other == best && other_row < best_row)) {
+            best = other;
+            best_row = other_row;
+          }
+        }
+        if (lane == 0) {
+          warp_best[warp] = best;
+          warp_row[warp] = best_row;
+        }
+        __syncthreads();
+        int c = warp_row[0];
+        R c_best = warp_best[0];
+        for (int v = 1; v < warps; ++v)
+          if (warp_best[v] < c_best || (warp_best[v] == c_best && warp_row[v] < c)) {
+            c_best = warp_best[v];
+            c = warp_row[v];
+          }
+        for (int i = tid; i < n; i += threads) x[i] = from_real<D>(R(i == c ? 1 : 0));
+        __syncthreads();
+        orthogonalise(x, z);
+        norm = column_norm(x);
+      }
       for (int i = tid; i < n; i += threads) x[i] = divided(x[i], norm);
       __syncthreads();
     }
@@ -522,6 +562,7 @@ void block_jacobi(CudaContext& context, const BlockJacobiArgs<device_t<T>>& args
   inner.pairs_per_matrix = per_matrix;
   inner.outer_active = w.active;
   inner.outer_off = w.sweep_off;
+  inner.outer_threshold = w.threshold;
 
   auto sweep = [&](cudaGraphConditionalHandle handle, bool use_handle) {
     for (int step = 0; step < nb - 1; ++step) {

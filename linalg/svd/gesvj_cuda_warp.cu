@@ -24,7 +24,8 @@
 //   step's column numbers, which registers cannot be. At the end V is refined towards orthogonality
 //   (E = VᴴV − I, in a second N × N buffer). Budget: complex double, N = 32: 128 registers of X per
 //   lane (ptxas spills some), 2 × 16.5 KB of shared memory per warp, 4 warps (matrices) per block.
-//   Convergence is the warp's own decision: a sweep in which no pair's cosine exceeded tol.
+//   Convergence is the warp's own decision: a sweep in which no counted pair's cosine exceeded tol
+//   (gesvj_cuda.cuh: pairs of columns above the zero threshold; the others rotate but do not count).
 #include <climits>
 
 #include "covflow/linalg/cuda/check.hpp"
@@ -138,6 +139,22 @@ __device__ inline void turn_circle(D (&x)[N]) {
   }
 }
 
+// e ← e − Σ_w (x_wᴴe)·x_w over the columns w in `basis`, twice (classical Gram–Schmidt; the second
+// pass makes e orthogonal to working accuracy whatever the first one cancelled). Columns unit-norm.
+template <class D, int N>
+__device__ __forceinline__ D orthogonalised(const D (&x)[N], unsigned basis, D e) {
+  const D zero = from_real<D>(sreal_t<D>(0));
+  for (int pass = 0; pass < 2; ++pass) {
+#pragma unroll
+    for (int w = 0; w < N; ++w) {
+      if (!((basis >> w) & 1u)) continue;
+      const D coefficient = warp_sum(fma_conj(zero, x[w], e));
+      e = e - coefficient * x[w];
+    }
+  }
+  return e;
+}
+
 template <class D>
 __device__ void write_non_finite(const Problem<D>& pb, long long b, int lane) {
   using R = sreal_t<D>;
@@ -192,6 +209,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
   const int exponent = amax > R(0) ? ilogb(amax) : 0;
 #pragma unroll
   for (int t = 0; t < N; ++t) x[t] = scaled(x[t], -exponent);
+  // The zero threshold (gesvj_cuda.cuh), in these scaled units; its square is compared with the
+  // pairs' sums of squares (+∞ when it overflows, where nothing counts, as it should).
+  R threshold;
+  if (pb.pair_mode) {
+    threshold = pb.outer_threshold != nullptr ? scaled(pb.outer_threshold[b / pb.pairs_per_matrix], -exponent) : R(0);
+  } else {
+    R largest = R(0);
+#pragma unroll
+    for (int t = 0; t < N; ++t) largest = fmax(largest, warp_sum(abs2(x[t])));
+    threshold = pb.zero_level * sqrt(largest);
+  }
+  const R threshold2 = threshold * threshold;
   const bool with_v = pb.v != nullptr;
   if (with_v && lane < N)
     for (int j = 0; j < N; ++j) sv[lane + j * ldv] = from_real<D>(R(lane == j ? 1 : 0));
@@ -202,7 +231,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
   bool converged = false;
   while (sweeps < pb.max_sweeps) {
     R sweep_max = R(0);
-    bool rotated = false;
+    bool counted_rotation = false;  // this lane's pair, at some step
     for (int step = 0; step < N - 1; ++step) {
       R sums[4];
       reduce_pairs<D, N>(x, lane, sums);
@@ -211,9 +240,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
       else apq = sums[2];
       Rotation<D> rot;
       bool rotate;
-      sweep_max = fmax(sweep_max, make_rotation(sums[0], sums[1], apq, pb.tol, rot, rotate));
+      const R cosine = make_rotation(sums[0], sums[1], apq, pb.tol, rot, rotate);
+      if (sums[0] > threshold2 && sums[1] > threshold2) {
+        sweep_max = fmax(sweep_max, cosine);
+        counted_rotation = counted_rotation || rotate;
+      }
       if (__any_sync(kFull, rotate)) {
-        rotated = true;
 #pragma unroll
         for (int k = 0; k < kPairs; ++k) {
           const int source = k << (5 - kLevels);
@@ -236,7 +268,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
     sweep_max = warp_max(sweep_max);
     if (sweeps == 1) first_off = sweep_max;
     off = sweep_max;
-    if (!rotated) {
+    if (!__any_sync(kFull, counted_rotation)) {
       converged = true;
       break;
     }
@@ -275,23 +307,31 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
     if (lane == 0 && pb.info != nullptr)
       pb.info[b] = SvdInfo{converged ? status::ok : status::no_convergence, sweeps, double(off)};
     if (pb.u != nullptr) {
-      // U's columns: x_j/σ_j. A zero column (σ_j = 0: a rank-deficient X) gets a unit vector
-      // orthogonal to all the others instead — e_c for the row c where the columns found so far
-      // have least energy (so that at least 1/m of it is outside their span), orthogonalised
-      // against them twice — so that U has orthonormal columns whatever the rank.
+      // U's columns: x_j/σ_j above the zero threshold. A column at or below it (numerically zero,
+      // or exactly zero in a rank-deficient X) gets a unit vector orthogonal to all the others
+      // instead, so that U has orthonormal columns whatever the rank: its own direction
+      // orthogonalised against the columns found so far when at least half of it is left, else
+      // e_c for the row c where those columns have least energy (so that at least 1/m of it is
+      // outside their span), orthogonalised likewise.
       unsigned done = 0;
 #pragma unroll
       for (int t = 0; t < N; ++t) {
-        if (column_of_slot<N>(t) < n && sigma[t] > R(0)) {
-          x[t] = divided(x[t], sigma[t]);
-          done |= 1u << t;
-        } else {
-          x[t] = zero;
-        }
+        const bool real_column = column_of_slot<N>(t) < n;
+        if (real_column && sigma[t] > threshold) done |= 1u << t;
+        x[t] = real_column && sigma[t] > R(0) ? divided(x[t], sigma[t]) : zero;
       }
 #pragma unroll
       for (int t = 0; t < N; ++t) {
         if (column_of_slot<N>(t) >= n || ((done >> t) & 1u)) continue;
+        if (sigma[t] > R(0)) {
+          const D own = orthogonalised<D, N>(x, done, x[t]);
+          const R left = sqrt(warp_sum(abs2(own)));
+          if (left >= R(0.5)) {
+            x[t] = divided(own, left);
+            done |= 1u << t;
+            continue;
+          }
+        }
         R energy = R(INFINITY);
         if (lane < m) {
           energy = R(0);
@@ -309,15 +349,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
             who = other_lane;
           }
         }
-        D e = lane == who ? from_real<D>(R(1)) : zero;
-        for (int pass = 0; pass < 2; ++pass) {
-#pragma unroll
-          for (int w = 0; w < N; ++w) {
-            if (!((done >> w) & 1u)) continue;
-            const D coefficient = warp_sum(fma_conj(zero, x[w], e));
-            e = e - coefficient * x[w];
-          }
-        }
+        const D e = orthogonalised<D, N>(x, done, lane == who ? from_real<D>(R(1)) : zero);
         x[t] = divided(e, sqrt(warp_sum(abs2(e))));
         done |= 1u << t;
       }

@@ -320,6 +320,29 @@ std::vector<D> radar_snapshots(int elements, int snapshots, const SnapshotScene&
   return x;
 }
 
+// The points × points kernel matrix of spec (random points in the unit square, sorted by their
+// first coordinate); complex: D·K·Dᴴ with random phases D.
+template <class D>
+std::vector<D> kernel_matrix(const KernelTiles& spec, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const int count = spec.points;
+  std::vector<std::pair<double, double>> x(count);
+  for (auto& point : x) point = {unit(rng), unit(rng)};
+  std::sort(x.begin(), x.end());
+  std::vector<cd> phase(count, cd(1));
+  if constexpr (is_complex_v<D>)
+    for (cd& p : phase) p = std::polar(1.0, 2.0 * std::numbers::pi * unit(rng));
+  std::vector<D> k(std::size_t(count) * count);
+  for (int j = 0; j < count; ++j)
+    for (int i = 0; i < count; ++i) {
+      const double r = std::hypot(x[i].first - x[j].first, x[i].second - x[j].second) / spec.length;
+      const double value = spec.matern ? (1 + std::sqrt(3.0) * r) * std::exp(-std::sqrt(3.0) * r) : std::exp(-r);
+      if constexpr (is_complex_v<D>) k[i + std::size_t(j) * count] = phase[i] * value * std::conj(phase[j]);
+      else k[i + std::size_t(j) * count] = value;
+    }
+  return k;
+}
+
 std::string format_number(double x) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g", x);
@@ -462,6 +485,7 @@ std::string name(LowrankKind kind) {
     case LowrankKind::rank_deficient: return "rank_deficient";
     case LowrankKind::graded: return "graded";
     case LowrankKind::radar: return "radar";
+    case LowrankKind::kernel_tiles: return "kernel_tiles";
   }
   return "unknown";
 }
@@ -504,6 +528,14 @@ LowrankSpec radar_spec(int elements, int snapshots, int count, SnapshotScene sce
   return spec;
 }
 
+LowrankSpec kernel_tiles_spec(int tile, int points, double length, bool matern) {
+  const int blocks = tile > 0 ? points / tile : 0;
+  LowrankSpec spec = random_spec(tile, tile, blocks * (blocks - 1));
+  spec.kind = LowrankKind::kernel_tiles;
+  spec.tiles = KernelTiles{points, length, matern};
+  return spec;
+}
+
 std::string describe(const LowrankSpec& spec) {
   std::string text = name(spec.kind);
   switch (spec.kind) {
@@ -513,6 +545,10 @@ std::string describe(const LowrankSpec& spec) {
     case LowrankKind::radar:
       text += " " + std::to_string(spec.scene.sources.size()) + " sources " +
               std::to_string(spec.scene.jammers.size()) + " jammers";
+      break;
+    case LowrankKind::kernel_tiles:
+      text += std::string(spec.tiles.matern ? " matérn 3/2" : " exponential") + " ℓ=" + format_number(spec.tiles.length) +
+              " of " + std::to_string(spec.tiles.points) + " points";
       break;
     case LowrankKind::random: break;
   }
@@ -542,6 +578,11 @@ LowrankCase<T> make_lowrank_case(const LowrankSpec& spec, std::uint64_t seed) {
     throw std::invalid_argument("make_lowrank_case: rank must be in [0, min(m, n)] (" + describe(spec) + ")");
   if (spec.kind == LowrankKind::graded && !(spec.cond >= 1))
     throw std::invalid_argument("make_lowrank_case: graded needs a spread ≥ 1 (" + describe(spec) + ")");
+  const int blocks = m > 0 ? spec.tiles.points / m : 0;
+  if (spec.kind == LowrankKind::kernel_tiles &&
+      (m != n || spec.tiles.points % m != 0 || spec.count > blocks * (blocks - 1) || !(spec.tiles.length > 0)))
+    throw std::invalid_argument("make_lowrank_case: kernel_tiles needs square tiles that divide the points, at most "
+                                "blocks·(blocks − 1) of them and ℓ > 0 (" + describe(spec) + ")");
 
   LowrankCase<T> c;
   c.spec = spec;
@@ -549,9 +590,20 @@ LowrankCase<T> make_lowrank_case(const LowrankSpec& spec, std::uint64_t seed) {
   c.a.resize(std::size_t(spec.count) * m * n);
   if (spec.kind == LowrankKind::graded) c.kappa_b.resize(spec.count);
   std::mt19937_64 rng(seed);
+  const std::vector<D> kernel = spec.kind == LowrankKind::kernel_tiles ? kernel_matrix<D>(spec.tiles, rng) : std::vector<D>{};
   for (int b = 0; b < spec.count; ++b) {
     std::vector<D> matrix;
     switch (spec.kind) {
+      case LowrankKind::kernel_tiles: {
+        // Tile b of the off-diagonal ones, row by row of tiles: (I, J), J ≠ I.
+        const int row = b / (blocks - 1), column = b % (blocks - 1) + (b % (blocks - 1) >= row ? 1 : 0);
+        const std::size_t points = spec.tiles.points;
+        matrix.resize(std::size_t(m) * m);
+        for (int j = 0; j < m; ++j)
+          for (int i = 0; i < m; ++i)
+            matrix[i + std::size_t(j) * m] = kernel[std::size_t(row) * m + i + (std::size_t(column) * m + j) * points];
+        break;
+      }
       case LowrankKind::random: matrix = gaussian_matrix<D>(m, n, rng); break;
       case LowrankKind::latms: matrix = latms<D>(m, n, spec.mode, spec.cond, rng); break;
       case LowrankKind::rank_deficient: matrix = low_rank<D>(m, n, spec.rank, rng); break;

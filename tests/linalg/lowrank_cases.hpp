@@ -46,6 +46,11 @@ enum class LowrankKind {
   radar,           // snapshots of a uniform linear array (m elements × n snapshots): sources and
                    // strong jammers over unit noise, as the scenario generator makes them — a few
                    // large singular values over a noise floor. Real T takes the real part.
+  kernel_tiles,    // the off-diagonal m × m tiles of one kernel covariance matrix K(x_i, x_j) on
+                   // random 2-D points sorted by their first coordinate (as a tile low-rank
+                   // matrix is ordered): exponential exp(−d/ℓ) or Matérn ν = 3/2. Their singular
+                   // values decay far below ε·σ₁, so that most columns are rounding noise — what
+                   // made gesvj's CUDA path run out of sweeps. Complex T: D·K·Dᴴ, D random phases.
 };
 
 std::string name(LowrankKind kind);
@@ -64,6 +69,13 @@ struct SnapshotScene {
   std::vector<Emitter> jammers{{40.0, 40.0}, {-55.0, 35.0}};
 };
 
+// kernel_tiles: the kernel matrix the tiles come from.
+struct KernelTiles {
+  int points = 2048;     // a multiple of the tile size m; count = (points/m)·(points/m − 1) tiles
+  double length = 0.1;   // ℓ
+  bool matern = false;   // Matérn ν = 3/2, (1 + √3·d/ℓ)·exp(−√3·d/ℓ), instead of exp(−d/ℓ)
+};
+
 // What to generate. Build one with the *_spec helpers below.
 struct LowrankSpec {
   LowrankKind kind = LowrankKind::random;
@@ -74,6 +86,7 @@ struct LowrankSpec {
   double cond = 1e3;    // latms: κ₂(A) (?latms COND); graded: max d / min d of D
   int rank = 0;         // rank_deficient: the rank, 0 ≤ rank ≤ min(m, n)
   SnapshotScene scene;  // radar
+  KernelTiles tiles;    // kernel_tiles
 };
 
 LowrankSpec random_spec(int m, int n, int count);
@@ -81,6 +94,8 @@ LowrankSpec latms_spec(int m, int n, int count, int mode, double cond);
 LowrankSpec rank_deficient_spec(int m, int n, int count, int rank);
 LowrankSpec graded_spec(int m, int n, int count, double spread);
 LowrankSpec radar_spec(int elements, int snapshots, int count, SnapshotScene scene = {});
+// Every off-diagonal tile × tile block of the kernel matrix on `points` points.
+LowrankSpec kernel_tiles_spec(int tile, int points, double length, bool matern = false);
 
 // e.g. "latms mode 3 κ=1e+07 17×17 ×7".
 std::string describe(const LowrankSpec& spec);

@@ -23,6 +23,23 @@
 // no argument for another, so there max_sweeps is a check after the fact: a matrix that needed more
 // sweeps than max_sweeps is reported no_convergence (its outputs are those of the sweeps LAPACK did
 // run), and a max_sweeps above 30 acts as 30.
+//
+// Numerically zero columns. A singular value at or below the zero threshold max(m, n)·ε·c (c ≈ σ₁,
+// below) is at the level of A's own rounding; its column's direction is noise that no rotation
+// settles, so both backends judge convergence on the other columns only, and U's columns for these
+// complete the rest to an orthonormal set (σ is still reported: it is accurate to O(n·ε·σ₁) in the
+// absolute sense, as every σ of a backward-stable SVD). The backends differ in detail:
+//   CUDA  c is the largest column norm of the matrix the sweeps work on (A, Aᴴ, or Rᴴ after the QR
+//         preprocessing) before the first sweep, σ₁/√min(m, n) ≤ c ≤ σ₁; a pair of columns counts
+//         when both norms are above the threshold as the pair is met; converged after a sweep in
+//         which no counted pair's cosine exceeded tol = √n_w·ε (n_w the rows of that matrix: max(m, n),
+//         or min(m, n) after the QR); off is the largest counted cosine of the last sweep.
+//   CPU   c = σ₁ as ?gesvj returns it; ?gesvj itself rotates every pair, and off is measured on its
+//         final columns afterwards; converged when ?gesvj says so, or when it ran out of its 30
+//         sweeps with off ≤ max(m, n)·ε (then U is completed below the threshold; when ?gesvj
+//         converged on its own every column is orthogonal and U is its own).
+// A graded matrix's small singular values may lie below the threshold while being accurate to
+// their own size: those columns keep being rotated, and their σ keep that accuracy.
 #pragma once
 
 #include <cstddef>
@@ -45,9 +62,9 @@ struct SvdInfo {
   std::int32_t status = 0;  // 0 converged; status::non_finite_input; status::no_convergence
   std::int32_t sweeps = 0;  // sweeps performed
   double off = 0;           // final max over column pairs of |a_iᴴa_j| / (‖a_i‖·‖a_j‖), over the
-                            // columns whose σ is above max(m, n)·ε·σ₁ (below that a column is
-                            // numerically zero: its direction is rounding noise, and U gets an
-                            // orthonormal completion there)
+                            // columns above the zero threshold max(m, n)·ε·c, c ≈ σ₁ (below that a
+                            // column is numerically zero: its direction is rounding noise, and U
+                            // gets an orthonormal completion there; see above)
 };
 
 // a:    count × (m × n), overwritten (scratch; unspecified on return).
