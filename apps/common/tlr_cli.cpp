@@ -21,6 +21,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,11 @@
 #include "covflow/linalg/exec.hpp"
 #include "covflow/linalg/tlr.hpp"
 #include "covflow/linalg/types.hpp"
+
+#if COVFLOW_HAS_CUDA
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#endif
 
 namespace covflow::cli {
 
@@ -56,11 +62,55 @@ std::string percent_text(double x) {
   return text.str();
 }
 
-// The TLR commands run on the CPU: auto says so when a GPU would have been chosen, --device cuda
-// is refused (exit_code::device_unavailable) by on_backend.
-void cpu_only(const la::Exec& exec) {
-  if (exec.is_cuda()) throw la::Unavailable("the TLR commands of covflow linalg have no CUDA path yet");
-}
+// A host array as the Exec sees it: the array itself on the CPU; on a CUDA Exec a device copy,
+// uploaded when made (when `upload`) and downloaded by back(). The library's TLR storage is one
+// block whose parts sit at offsets from its start (tlr_view), so a copy of the block is a copy
+// of the matrices, wherever it lives.
+template <class T>
+class Where {
+ public:
+  Where(la::Exec& exec, std::span<T> host, bool upload) : host_(host) {
+#if COVFLOW_HAS_CUDA
+    if (exec.is_cuda()) {
+      exec.cuda_context().make_current();
+      device_ = la::cuda::DeviceBuffer<std::remove_const_t<T>>(host.size());
+      if (upload) device_.upload(std::span<const std::remove_const_t<T>>(host), exec.cuda_context().stream());
+      cuda_ = true;
+    }
+#else
+    (void)exec;
+    (void)upload;
+#endif
+  }
+  T* data() const {
+#if COVFLOW_HAS_CUDA
+    if (cuda_) return device_.data();
+#endif
+    return host_.data();
+  }
+  std::span<T> span() const { return {data(), host_.size()}; }
+  // The device copy back into the host array, and the wait for it (nothing on the CPU).
+  void back(la::Exec& exec)
+    requires(!std::is_const_v<T>)
+  {
+#if COVFLOW_HAS_CUDA
+    if (cuda_) {
+      device_.download(host_, exec.cuda_context().stream());
+      exec.synchronize();
+    }
+#else
+    (void)exec;
+#endif
+  }
+
+ private:
+  std::span<T> host_;
+  bool cuda_ = false;
+#if COVFLOW_HAS_CUDA
+  la::cuda::DeviceBuffer<std::remove_const_t<T>> device_;
+#endif
+};
+
 
 // A library call refusing what the command line chose (a tolerance the precision cannot reach, a
 // tile too large) is a usage error, in the library's words after the input.
@@ -428,12 +478,17 @@ int compress_typed(const CompressRequest& request, const io::NpyArray& input, co
   AlignedBytes storage(bytes);
   la::Tlr<T> tlr = la::tlr_view<T>(shape, storage.span);
   const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
-    cpu_only(exec);
-    std::vector<std::byte> workspace(la::tlr_compress_workspace<T>(exec, shape));
+    Where<const T> dense(exec, std::span<const T>(a), true);
+    Where<std::byte> tiles(exec, storage.span, false);
+    Where<la::TlrInfo> infos(exec, std::span(info), false);
+    std::vector<std::byte> workspace_host(la::tlr_compress_workspace<T>(exec, shape));
+    Where<std::byte> workspace(exec, std::span(workspace_host), false);
     options_checked(request.input, describe(input), [&] {
-      la::tlr_compress<T>(exec, la::Batch<const T>::packed(a.data(), shape.n, shape.n, shape.count), tlr, info,
-                          workspace, options);
+      la::tlr_compress<T>(exec, la::Batch<const T>::packed(dense.data(), shape.n, shape.n, shape.count),
+                          la::tlr_view<T>(shape, tiles.span()), infos.span(), workspace.span(), options);
     });
+    tiles.back(exec);
+    infos.back(exec);
   });
 
   const std::vector<io::NpzMember> members = archive_members<T>(tlr, s.batched, input.dtype, request.tolerance);
@@ -472,13 +527,16 @@ int compress_typed(const CompressRequest& request, const io::NpyArray& input, co
 template <class T>
 int expand_typed(const ExpandRequest& request, const Archive& a, std::ostream& out, std::ostream& err) {
   AlignedBytes storage(la::tlr_bytes(la::element_type_of<T>(), a.shape));
-  const la::Tlr<T> tlr = to_library<T>(a, storage);
+  to_library<T>(a, storage);
   const Stack s{static_cast<std::uint64_t>(a.shape.count), static_cast<std::uint64_t>(a.shape.n),
                 static_cast<std::uint64_t>(a.shape.n), a.batched};
   std::vector<T> dense(static_cast<std::size_t>(s.count * s.matrix_elements()), nan_of<T>());
   const la::Backend backend = on_backend(request.device, "covflow linalg expand", err, [&](la::Exec& exec) {
-    cpu_only(exec);
-    la::tlr_expand<T>(exec, tlr, la::Batch<T>::packed(dense.data(), a.shape.n, a.shape.n, a.shape.count));
+    Where<std::byte> tiles(exec, storage.span, true);
+    Where<T> out(exec, std::span(dense), false);
+    la::tlr_expand<T>(exec, la::Tlr<const T>(la::tlr_view<T>(a.shape, tiles.span())),
+                      la::Batch<T>::packed(out.data(), a.shape.n, a.shape.n, a.shape.count));
+    out.back(exec);
   });
   const io::NpyArray result{a.dtype, with_batch(a.batched, s.count, {s.rows, s.rows}), false,
                             column_major_to_c_order(dense, s)};
@@ -492,17 +550,22 @@ template <class T>
 int apply_typed(const ApplyRequest& request, const Archive& a, const io::NpyArray& x, const RhsPlan& p,
                 std::ostream& out, std::ostream& err) {
   AlignedBytes storage(la::tlr_bytes(la::element_type_of<T>(), a.shape));
-  const la::Tlr<T> tlr = to_library<T>(a, storage);
+  to_library<T>(a, storage);
   const std::int64_t count = a.shape.count, n = a.shape.n;
   const std::int64_t nrhs = static_cast<std::int64_t>(count == 1 ? p.y_count * p.k : p.k);
   const std::vector<T> xs = rhs_for_library<T>(x, p, count);
   std::vector<T> y(xs.size(), nan_of<T>());
   const la::Backend backend = on_backend(request.device, "covflow linalg apply", err, [&](la::Exec& exec) {
-    cpu_only(exec);
     if (y.empty()) return;
-    std::vector<std::byte> workspace(la::tlr_gemv_workspace<T>(exec, a.shape, nrhs));
-    la::tlr_gemv<T>(exec, la::Op::none, T(1), tlr, la::Batch<const T>::packed(xs.data(), n, nrhs, count), T(0),
-                    la::Batch<T>::packed(y.data(), n, nrhs, count), workspace);
+    Where<std::byte> tiles(exec, storage.span, true);
+    Where<const T> x_at(exec, std::span<const T>(xs), true);
+    Where<T> y_at(exec, std::span(y), false);
+    std::vector<std::byte> workspace_host(la::tlr_gemv_workspace<T>(exec, a.shape, nrhs));
+    Where<std::byte> workspace(exec, std::span(workspace_host), false);
+    la::tlr_gemv<T>(exec, la::Op::none, T(1), la::Tlr<const T>(la::tlr_view<T>(a.shape, tiles.span())),
+                    la::Batch<const T>::packed(x_at.data(), n, nrhs, count), T(0),
+                    la::Batch<T>::packed(y_at.data(), n, nrhs, count), workspace.span());
+    y_at.back(exec);
   });
   const io::NpyArray result = result_array(y, p, a.dtype);
   store(request.output, result);
@@ -516,7 +579,7 @@ int tlr_solve_typed(const SolveRequest& request, const Archive& a, const io::Npy
                     std::ostream& out, std::ostream& err) {
   const std::string command = "covflow linalg solve";
   AlignedBytes storage(la::tlr_bytes(la::element_type_of<T>(), a.shape));
-  const la::Tlr<T> tlr = to_library<T>(a, storage);
+  to_library<T>(a, storage);
   const std::int64_t count = a.shape.count, n = a.shape.n;
   const std::int64_t nrhs = static_cast<std::int64_t>(count == 1 ? p.y_count * p.k : p.k);
   std::vector<T> x = rhs_for_library<T>(b_file, p, count);
@@ -526,12 +589,19 @@ int tlr_solve_typed(const SolveRequest& request, const Archive& a, const io::Npy
   la::TlrOptions options;
   options.tolerance = a.tolerance > 0 ? a.tolerance : (std::is_same_v<la::real_t<T>, float> ? 1e-6 : 1e-12);
   const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
-    cpu_only(exec);
-    std::vector<std::byte> workspace(la::tlr_potrf_workspace<T>(exec, a.shape));
-    la::tlr_potrf<T>(exec, tlr, info, workspace, options);
-    if (x.empty()) return;
-    workspace.assign(la::tlr_potrs_workspace<T>(exec, a.shape, nrhs), std::byte{0});
-    la::tlr_potrs<T>(exec, tlr, la::Batch<T>::packed(x.data(), n, nrhs, count), info, workspace);
+    Where<std::byte> tiles(exec, storage.span, true);
+    Where<la::TlrInfo> infos(exec, std::span(info), false);
+    const la::Tlr<T> factor = la::tlr_view<T>(a.shape, tiles.span());
+    std::vector<std::byte> workspace_host(
+        std::max(la::tlr_potrf_workspace<T>(exec, a.shape), la::tlr_potrs_workspace<T>(exec, a.shape, nrhs)));
+    Where<std::byte> workspace(exec, std::span(workspace_host), false);
+    la::tlr_potrf<T>(exec, factor, infos.span(), workspace.span(), options);
+    if (!x.empty()) {
+      Where<T> x_at(exec, std::span(x), true);
+      la::tlr_potrs<T>(exec, factor, la::Batch<T>::packed(x_at.data(), n, nrhs, count), infos.span(), workspace.span());
+      x_at.back(exec);
+    }
+    infos.back(exec);
   });
   const Stack s{static_cast<std::uint64_t>(count), static_cast<std::uint64_t>(n), static_cast<std::uint64_t>(n),
                 a.batched};

@@ -16,7 +16,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common/collect_cli.hpp"
 #include "common/daemon_cli.hpp"
+#include "common/feed_cli.hpp"
 #include "common/report_cli.hpp"
 #include "common/exit_codes.hpp"
 #include "common/linalg_cli.hpp"
@@ -261,7 +263,48 @@ int main(int argc, char** argv) {
                   "frames in flight and a rebuilt pipeline, 5000 for the others)")
       ->check(CLI::PositiveNumber);
 
+  auto* feed = app.add_subcommand("feed", "Send a frame file's records to covflowd workers through a PUSH socket (docs/scale.md)");
+  cli::FeedRequest feed_request;
+  double feed_rate = 0;
+  feed->add_option("file", feed_request.file, "Frame file (.cvf)")->required();
+  feed->add_option("--push", feed_request.push, "Endpoint to bind the PUSH socket to; the workers' ingest.zmq.endpoint")
+      ->required();
+  auto* feed_rate_option = feed->add_option("--rate", feed_rate, "Frames/s (default: the file's recorded pace; 0: as fast as "
+                                                                "the workers take them)")
+                               ->check(CLI::NonNegativeNumber);
+  feed->add_flag("--loop", feed_request.loop, "Start the file again after its last record");
+  feed->add_option("--frames,-n", feed_request.frames, "Frames to send, then exit (default: the file once; with --loop, "
+                                                      "until interrupted)");
+  feed->add_option("--part-bytes", feed_request.part_bytes, "Send a larger record as parts of this many bytes (0: one part)")
+      ->capture_default_str();
+  feed->add_option("--workers", feed_request.workers, "Wait until this many workers are connected before the first frame")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  feed->add_option("--drain-ms", feed_request.drain_ms, "After the last frame, keep the connections open this long for the "
+                                                        "workers to take their last frames")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+
+  auto* collect = app.add_subcommand("collect", "Take several workers' results, put them in sequence order and publish them "
+                                                "on one PUB socket (docs/scale.md)");
+  cli::CollectRequest collect_request;
+  std::uint64_t collect_first = 0;
+  collect->add_option("--connect,-c", collect_request.connect, "A worker's daemon.results_endpoint (repeatable)")->required();
+  collect->add_option("--publish", collect_request.publish, "Endpoint to bind the ordered results' PUB socket to")->required();
+  collect->add_option("--reports-publish", collect_request.reports_publish,
+                      "Endpoint to bind a PUB socket to for the collector's counters (topic collect)");
+  collect->add_option("--window", collect_request.window, "Results held behind a missing sequence before it is given up")
+      ->capture_default_str()->check(CLI::Range(std::size_t(1), std::size_t(1) << 20));
+  collect->add_option("--wait-ms", collect_request.wait_ms, "Longest a result waits for a missing sequence before it is given up")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  auto* collect_first_option = collect->add_option("--first-seq", collect_first,
+                                                   "The first sequence (default: the smallest of the first results)");
+  collect->add_option("--frames,-n", collect_request.frames,
+                      "Sequences to account for (published or missing), then exit (default: until interrupted)");
+  collect->add_option("--interval-ms", collect_request.interval_ms, "Counters on stderr (and --reports-publish) this often")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+
   if (const int code = apps::parse_command_line(app, argc, argv); code >= 0) return code;
+  if (feed_rate_option->count()) feed_request.rate_hz = feed_rate;
+  if (collect_first_option->count()) collect_request.first_seq = collect_first;
   if (record_command->parsed() && record_synth == !record_endpoint.empty()) {
     std::fprintf(stderr, "covflow record: give exactly one of --synth and --connect ENDPOINT\nRun with --help for more information.\n");
     return exit_code::usage;
@@ -299,6 +342,8 @@ int main(int argc, char** argv) {
       return cli::run_report(report_request, std::cerr);
     }
     if (record_results->parsed()) return cli::run_record_results(record_results_request, std::cerr);
+    if (feed->parsed()) return cli::run_feed(feed_request, stop_requested, std::cerr);
+    if (collect->parsed()) return cli::run_collect(collect_request, stop_requested, std::cout, std::cerr);
     if (synth->parsed()) {
       const config::Config cfg = synth_config.load();
       auto source = stages::scenario_source(cfg.scenario, synth_frames);

@@ -378,14 +378,30 @@ std::unique_ptr<FrameSource> zmq_source(const std::string& endpoint, config::Zmq
   return std::make_unique<ZmqSource>(endpoint, pattern, options);
 }
 
+namespace {
+
+// Counts the receivers whose handshake is done and that have not disconnected since.
+class PeerMonitor : public zmq::monitor_t {
+ public:
+  int connected = 0;
+
+ private:
+  void on_event_handshake_succeeded(const zmq_event_t&, const char*) override { ++connected; }
+  void on_event_disconnected(const zmq_event_t&, const char*) override { --connected; }
+};
+
+}  // namespace
+
 struct ZmqFramePublisher::State {
   zmq::context_t context;
   zmq::socket_t socket;
+  PeerMonitor monitor;  // destroyed before the socket it watches
   State(Pattern pattern) : socket(context, pattern == Pattern::pub ? zmq::socket_type::pub : zmq::socket_type::push) {}
 };
 
 ZmqFramePublisher::ZmqFramePublisher(const std::string& endpoint, Pattern pattern) : state_(std::make_unique<State>(pattern)) {
   try {
+    state_->monitor.init(state_->socket, "inproc://covflow-feed-monitor", ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED);
     state_->socket.set(zmq::sockopt::linger, 1000);
     state_->socket.bind(endpoint);
   } catch (const zmq::error_t& e) {
@@ -413,5 +429,15 @@ void ZmqFramePublisher::send_raw(std::span<const std::byte> bytes, std::size_t p
 }
 
 std::string ZmqFramePublisher::endpoint() const { return state_->socket.get(zmq::sockopt::last_endpoint); }
+
+int ZmqFramePublisher::peers(std::chrono::milliseconds wait) {
+  if (state_->monitor.check_event(int(wait.count()))) {
+    while (state_->monitor.check_event(0)) {
+    }
+  }
+  return state_->monitor.connected;
+}
+
+void ZmqFramePublisher::set_linger(std::chrono::milliseconds linger) { state_->socket.set(zmq::sockopt::linger, int(linger.count())); }
 
 }  // namespace covflow::stages

@@ -18,7 +18,8 @@ step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 # sysusers entry, the documentation the unit names.
 set(prefix "${WORK_DIR}/prefix")
 foreach(installed lib/systemd/system/covflowd.service lib/sysusers.d/covflow.conf share/doc/covflow/daemon.md
-                  share/doc/covflow/config.md bin/covflowd bin/covflow)
+                  share/doc/covflow/config.md bin/covflowd bin/covflow lib/systemd/system/covflowd@.service
+                  lib/systemd/system/covflow-collect.service lib/systemd/system/covflow-feed@.service share/doc/covflow/scale.md)
   if(NOT EXISTS "${prefix}/${installed}")
     message(FATAL_ERROR "cmake --install did not install ${installed}")
   endif()
@@ -26,6 +27,10 @@ endforeach()
 file(READ "${prefix}/lib/systemd/system/covflowd.service" unit)
 if(NOT unit MATCHES "ExecStart=${prefix}/bin/covflowd --config" OR NOT unit MATCHES "Type=notify")
   message(FATAL_ERROR "the installed unit does not start ${prefix}/bin/covflowd as a notify service:\n${unit}")
+endif()
+file(READ "${prefix}/lib/systemd/system/covflow-collect.service" unit)
+if(NOT unit MATCHES "ExecStart=${prefix}/bin/covflow collect ")
+  message(FATAL_ERROR "the installed collector unit does not start ${prefix}/bin/covflow collect:\n${unit}")
 endif()
 step(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
      "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix" "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"

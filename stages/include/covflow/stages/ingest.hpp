@@ -79,6 +79,12 @@ class ZmqFramePublisher {
   // Any bytes, for tests of the receiving side, split the same way.
   void send_raw(std::span<const std::byte> bytes, std::size_t part_bytes = 0);
   std::string endpoint() const;
+  // Receivers connected now (their ZeroMQ handshake done, not disconnected since), after waiting
+  // up to `wait` for a change. A PUSH socket spreads its messages over these.
+  int peers(std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+  // How long the destructor keeps trying to deliver messages still queued (default 1 s; -1: until
+  // delivered, 0: drop them).
+  void set_linger(std::chrono::milliseconds linger);
 
  private:
   struct State;
