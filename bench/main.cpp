@@ -139,6 +139,12 @@ int main(int argc, char** argv) {
   pipeline->add_option("--headroom-p99-ms", pipeline_options.headroom_p99_ms, "The headroom's p99 bound")->capture_default_str();
   pipeline->add_flag("--copy-input", pipeline_options.copy_input,
                      "slot input: hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
+  pipeline->add_option("--gpus", pipeline_options.gpu_counts,
+                       "GPU lanes of each GPU run, e.g. 1,2: runs on GPUs 0 … N−1, the frame rates side by side")
+      ->delimiter(',')->check(CLI::Range(1, 64))->capture_default_str();
+  pipeline->add_option("--cpu-lanes", pipeline_options.cpu_lane_counts,
+                       "CPU lanes of each CPU run, e.g. 1,3: each lane with its share of the host's threads")
+      ->delimiter(',')->check(CLI::Range(1, 64))->capture_default_str();
   pipeline->add_flag("--probe-host", pipeline_options.probe_host,
                      "Also run a thread that spins on the clock and reports the host's scheduling gaps (uses one core)");
   auto* ingest = app.add_subcommand("ingest", "A record's payload into the frame slot with its CRC-32 checked: "

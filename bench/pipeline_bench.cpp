@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <span>
@@ -20,6 +22,7 @@
 #include <zmq.hpp>
 
 #include "covflow/config/config.hpp"
+#include "covflow/linalg/device.hpp"
 #include "covflow/pipeline/endpoints.hpp"
 #include "covflow/pipeline/metrics.hpp"
 #include "covflow/pipeline/runner.hpp"
@@ -401,8 +404,8 @@ struct Run {
   double rate_hz = 0, seconds = 0;
 };
 
-nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const PipelineBenchOptions& o, ResultCheck& check,
-                       bool quiet = false) {
+nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, Scenario& s, const PipelineBenchOptions& o,
+                       ResultCheck& check, bool quiet = false) {
   const auto total = std::uint64_t(std::max(1.0, run.seconds * run.rate_hz));
   pipeline::Metrics metrics;
   auto chain = stages::make_processing_stages(s.cfg, s.shape);
@@ -420,11 +423,15 @@ nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const Pi
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
   frame_times.publish_ms.reserve(total);
-  pipeline::Runner runner(stages::frame_shape(s.cfg, s.shape), std::move(chain), exec, options, metrics,
+  std::mutex completed;  // several lanes: frames a lane dropped complete on that lane's thread
+  pipeline::Runner runner(stages::frame_shape(s.cfg, s.shape), std::move(chain), lanes, options, metrics,
                           [&](const pipeline::FrameSlot& slot) {
+                            std::lock_guard lock(completed);
                             frame_times.add(slot);
                             check.add(slot);
                           });
+  if (runner.lane_count() != lanes.size())
+    throw std::runtime_error("pipeline bench: the chain runs on one lane: " + runner.single_lane_reason());
   runner.warm_up(stages::warm_up_frame(s.shape));
 
   // The input, as covflowd makes it.
@@ -454,8 +461,8 @@ nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const Pi
   const std::string input_label = slot_input ? (o.copy_input ? "slot (copied by the ingest thread)" : "slot (upper bound)")
                                              : run.input;
   if (!quiet)
-    fmt::print("pipeline on {}: {} frames at {} Hz ({:.0f} s) of {}, input {}...\n", run.backend, total, run.rate_hz,
-               run.seconds, stages::describe(s.shape), input_label);
+    fmt::print("pipeline on {} ({} lane{}): {} frames at {} Hz ({:.0f} s) of {}, input {}...\n", run.backend, lanes.size(),
+               lanes.size() == 1 ? "" : "s", total, run.rate_hz, run.seconds, stages::describe(s.shape), input_label);
   std::fflush(stdout);
   std::optional<HostProbe> probe;
   if (o.probe_host && !quiet) probe.emplace();
@@ -480,6 +487,7 @@ nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const Pi
   const auto m = metrics.snapshot();
   nlohmann::json out = pipeline::to_json(m);
   out["backend"] = run.backend;
+  out["lane_count"] = lanes.size();
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);
   out["input_kind"] = run.input;  // "input" is the metrics' object
@@ -513,6 +521,16 @@ nlohmann::json run_one(const Run& run, linalg::Exec& exec, Scenario& s, const Pi
     };
     for (const auto& stage : m.stages) row(stage.name, stage.latency);
     row("end to end", m.end_to_end);
+    if (m.lanes.size() > 1) {
+      for (const auto& lane : m.lanes) row("lane " + lane.name, lane.latency);
+      fmt::print("  lanes took {}; reorder: in order {}, out of order {}, most held {}\n",
+                 fmt::join([&] {
+                   std::vector<std::string> t;
+                   for (const auto& lane : m.lanes) t.push_back(fmt::format("{} {}", lane.name, lane.taken));
+                   return t;
+                 }(), ", "),
+                 m.reorder.in_order, m.reorder.out_of_order, m.reorder.max_held);
+    }
     if (m.input.place.count > 0) row("input place", m.input.place);
     if (m.input.lag.count > 0) row("input lag", m.input.lag);
     fmt::print("  input: taken {}, taken late {}, behind {}, sequence gaps {}", m.input.taken, m.input.taken_late,
@@ -557,10 +575,35 @@ bool passes_headroom(const nlohmann::json& run, double p99_bound_ms) {
 
 nlohmann::json run_pipeline_bench(const Settings& settings, const PipelineBenchOptions& options, linalg::Exec* gpu,
                                   linalg::Exec& cpu) {
-  fmt::print("\n== pipeline: {} cells × {} channels at {} Hz, budget {} ms; inputs {}; payloads {} ==\n", options.cells,
-             options.channels, options.rate_hz, options.budget_ms, fmt::join(options.inputs, ", "),
-             fmt::join(options.payloads, ", "));
+  fmt::print("\n== pipeline: {} cells × {} channels at {} Hz, budget {} ms; inputs {}; payloads {}; GPU lanes {}; CPU lanes {} ==\n",
+             options.cells, options.channels, options.rate_hz, options.budget_ms, fmt::join(options.inputs, ", "),
+             fmt::join(options.payloads, ", "), fmt::join(options.gpu_counts, ","), fmt::join(options.cpu_lane_counts, ","));
   const double scale = settings.quick ? 0.1 : 1.0;
+  // GPU lanes: the given Exec is GPU 0; GPUs 1 … N−1 get their own.
+  std::vector<std::unique_ptr<linalg::Exec>> more_gpus;
+  if (gpu != nullptr) {
+    const int most = *std::max_element(options.gpu_counts.begin(), options.gpu_counts.end());
+    const int present = int(linalg::probe_devices().devices.size());
+    if (most > present)
+      throw std::invalid_argument(fmt::format("pipeline bench: --gpus asks for {} GPUs; this host has {}", most, present));
+    for (int d = 1; d < most; ++d) more_gpus.push_back(std::make_unique<linalg::Exec>(linalg::Exec::cuda({.device = d})));
+  }
+  auto gpu_lanes = [&](int n) {
+    std::vector<linalg::Exec*> lanes{gpu};
+    for (int d = 1; d < n; ++d) lanes.push_back(more_gpus[std::size_t(d - 1)].get());
+    return lanes;
+  };
+  // CPU lanes: one lane is the bench's CPU Exec; several share the host's threads.
+  std::map<int, std::vector<linalg::Exec>> cpu_sets;
+  auto cpu_lanes = [&](int n) {
+    std::vector<linalg::Exec*> lanes;
+    if (n == 1) return std::vector<linalg::Exec*>{&cpu};
+    auto& set = cpu_sets[n];
+    if (set.empty())
+      for (int l = 0; l < n; ++l) set.push_back(linalg::Exec::cpu(std::max(1u, unsigned(cpu.pool().size()) / unsigned(n))));
+    for (auto& e : set) lanes.push_back(&e);
+    return lanes;
+  };
   nlohmann::json runs = nlohmann::json::array();
   nlohmann::json headroom = nlohmann::json::array();
   ResultCheck check;
@@ -568,37 +611,51 @@ nlohmann::json run_pipeline_bench(const Settings& settings, const PipelineBenchO
     auto scenario = make_scenario(payload, options);
     check = ResultCheck{};  // each payload's frames are their own templates
     for (const std::string& input : options.inputs) {
-      if (gpu) runs.push_back(run_one({"cuda", input, options.rate_hz, options.gpu_seconds * scale}, *gpu, *scenario, options, check));
+      if (gpu)
+        for (const int n : options.gpu_counts)
+          runs.push_back(run_one({"cuda", input, options.rate_hz, options.gpu_seconds * scale}, gpu_lanes(n), *scenario, options, check));
       if (settings.cpu)
-        runs.push_back(run_one({"cpu", input, options.rate_hz, options.cpu_seconds * scale}, cpu, *scenario, options, check));
+        for (const int n : options.cpu_lane_counts)
+          runs.push_back(run_one({"cpu", input, options.rate_hz, options.cpu_seconds * scale}, cpu_lanes(n), *scenario, options, check));
     }
-    // Headroom on the GPU, or on the CPU backend when there is no GPU.
-    linalg::Exec* headroom_exec = gpu != nullptr ? gpu : settings.cpu ? &cpu : nullptr;
-    if (headroom_exec != nullptr && !options.max_rates.empty()) {
-      const std::string backend = gpu != nullptr ? "cuda" : "cpu";
+    // Headroom on the GPU lanes, or on the CPU lanes when there is no GPU.
+    const bool on_gpu = gpu != nullptr;
+    if ((on_gpu || settings.cpu) && !options.max_rates.empty()) {
+      const std::string backend = on_gpu ? "cuda" : "cpu";
       for (const std::string& input : options.inputs) {
-        double best = 0;
-        nlohmann::json steps = nlohmann::json::array();
-        for (double rate : options.max_rates) {
-          auto result = run_one({backend, input, rate, options.step_seconds * scale}, *headroom_exec, *scenario, options, check, true);
-          const bool pass = passes_headroom(result, options.headroom_p99_ms);
-          fmt::print("  headroom {} {} at {} Hz: done {} of {} in {:.2f} s, dropped {}, p99 {:.3f} ms, input lag p99 {:.3f} ms, "
-                     "sender late {}: {}\n",
-                     payload, input, rate, result["frames"]["done"].get<std::uint64_t>(), result["offered"].get<std::uint64_t>(),
-                     result["wall_s"].get<double>(),
-                     result["frames"]["dropped"].get<std::uint64_t>(), result["end_to_end"]["p99_ms"].get<double>(),
-                     result["input"]["lag"]["p99_ms"].get<double>(),
-                     result.contains("sender") ? result["sender"]["sent_late"].get<std::uint64_t>() : 0,
-                     pass ? "passes" : "fails");
-          std::fflush(stdout);
-          steps.push_back(result);
-          if (!pass) break;
-          best = rate;
+        std::optional<double> one_lane_best;
+        for (const int n : on_gpu ? options.gpu_counts : options.cpu_lane_counts) {
+          const auto lanes = on_gpu ? gpu_lanes(n) : cpu_lanes(n);
+          double best = 0;
+          nlohmann::json steps = nlohmann::json::array();
+          for (double rate : options.max_rates) {
+            auto result = run_one({backend, input, rate, options.step_seconds * scale}, lanes, *scenario, options, check, true);
+            const bool pass = passes_headroom(result, options.headroom_p99_ms);
+            fmt::print("  headroom {} {} on {} lane(s) at {} Hz: done {} of {} in {:.2f} s, dropped {}, p99 {:.3f} ms, input lag "
+                       "p99 {:.3f} ms, sender late {}, reorder out of order {}: {}\n",
+                       payload, input, n, rate, result["frames"]["done"].get<std::uint64_t>(),
+                       result["offered"].get<std::uint64_t>(), result["wall_s"].get<double>(),
+                       result["frames"]["dropped"].get<std::uint64_t>(), result["end_to_end"]["p99_ms"].get<double>(),
+                       result["input"]["lag"]["p99_ms"].get<double>(),
+                       result.contains("sender") ? result["sender"]["sent_late"].get<std::uint64_t>() : 0,
+                       result["reorder"]["out_of_order"].get<std::uint64_t>(), pass ? "passes" : "fails");
+            std::fflush(stdout);
+            steps.push_back(result);
+            if (!pass) break;
+            best = rate;
+          }
+          if (n == 1) one_lane_best = best;
+          nlohmann::json row = {{"payload", payload}, {"input", input}, {"backend", backend}, {"lane_count", n},
+                                {"largest_rate_hz", best}, {"p99_bound_ms", options.headroom_p99_ms}, {"steps", steps}};
+          std::string scaling;
+          if (one_lane_best && *one_lane_best > 0 && n > 1) {
+            row["scaling_over_one_lane"] = best / *one_lane_best;
+            scaling = fmt::format(" ({:.2f}× one lane's)", best / *one_lane_best);
+          }
+          headroom.push_back(row);
+          fmt::print("  headroom {} {} on {} {} lane(s): largest rate with no drop and p99 <= {} ms: {} Hz{}\n", payload, input,
+                     n, backend, options.headroom_p99_ms, best, scaling);
         }
-        headroom.push_back({{"payload", payload}, {"input", input}, {"backend", backend}, {"largest_rate_hz", best},
-                            {"p99_bound_ms", options.headroom_p99_ms}, {"steps", steps}});
-        fmt::print("  headroom {} {}: largest rate with no drop and p99 <= {} ms: {} Hz\n", payload, input,
-                   options.headroom_p99_ms, best);
       }
     }
     fmt::print("  results checked: {} frames against the first of their template, {} differ\n", check.checked, check.mismatched);

@@ -12,7 +12,9 @@
 // message received; for slot, the frame written) to the result published. Reference scenario:
 // 180 cells × 128 channels at 100 Hz, as covariance frames (cf64, 47 MB) and as snapshot frames
 // (256 snapshots, cf32, 47 MB). With --max-rate, each input is also run at rising rates to find
-// the largest it sustains with no drop and p99 within the headroom bound.
+// the largest it sustains with no drop and p99 within the headroom bound. With --gpus N,... (and
+// --cpu-lanes N,...) each run is made on that many lanes (GPUs 0 … N−1; CPU lanes sharing the
+// host's threads), so that the frame rates of one and of several lanes come from one session.
 #pragma once
 
 #include <string>
@@ -46,6 +48,8 @@ struct PipelineBenchOptions {
   std::vector<double> max_rates;
   double step_seconds = 10;
   double headroom_p99_ms = 10;    // a rate passes with no drop and end-to-end p99 at or below this
+  std::vector<int> gpu_counts{1};       // lanes (GPUs 0 … N−1) of each GPU run
+  std::vector<int> cpu_lane_counts{1};  // lanes of each CPU run
 };
 
 // Throws std::runtime_error when a run lost frames it should not (a record refused as damaged, a

@@ -109,6 +109,27 @@ std::string format_report(const json& report, std::optional<double> frames_per_s
                       "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms");
   for (const auto& [name, stage] : stage_rows(report)) text += histogram_row(name, stage);
   text += histogram_row("end to end", report.value("end_to_end", json::object()));
+  // Several lanes (docs/scale.md): each lane's frames, arrival → its last stage, and the reorder
+  // buffer before the in-sequence stages.
+  if (const json lanes = report.value("lanes", json::array()); lanes.is_array() && lanes.size() > 1) {
+    for (const auto& lane : lanes) {
+      if (!lane.is_object()) continue;
+      json row = lane;
+      row["failures"] = lane.value("dropped", 0);  // dropped by a stage on the lane
+      text += histogram_row("lane " + lane.value("name", std::string("?")), row);
+    }
+    const json reorder = report.value("reorder", json::object());
+    text += fmt::format("lanes: taken {}; reorder: in order {}  out of order {}  most held {}\n",
+                        [&] {
+                          std::string taken;
+                          for (const auto& lane : lanes)
+                            if (lane.is_object())
+                              taken += fmt::format("{}{} {}", taken.empty() ? "" : ", ", lane.value("name", std::string("?")),
+                                                   lane.value("taken", 0));
+                          return taken;
+                        }(),
+                        number(reorder, "in_order", 0), number(reorder, "out_of_order", 0), number(reorder, "max_held", 0));
+  }
   // How the input kept up (docs/zmq.md, `input`): lag behind a paced input's schedule, frames taken
   // late or with another already waiting, sequence numbers skipped, and the time to place each payload.
   if (const json input = report.value("input", json::object()); !input.empty()) {

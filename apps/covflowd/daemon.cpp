@@ -27,14 +27,37 @@ std::int64_t now_ns() {
       .count();
 }
 
-linalg::Exec make_exec(const config::DeviceConfig& device) {
-  const int gpu = device.gpus.empty() ? 0 : int(device.gpus.front());
-  switch (device.backend) {
-    case config::Backend::cpu: return linalg::Exec::cpu();
-    case config::Backend::cuda: return linalg::Exec::cuda({.device = gpu});
-    case config::Backend::automatic: break;
+// The pipeline's lanes: an Exec per GPU of device.gpus (empty: every GPU the host has), or
+// device.cpu_lanes CPU Execs sharing the host's hardware threads.
+std::vector<linalg::Exec> make_execs(const config::DeviceConfig& device) {
+  std::vector<linalg::Exec> execs;
+  bool cuda = device.backend == config::Backend::cuda;
+  linalg::DeviceProbe probe;
+  if (device.backend != config::Backend::cpu) {
+    probe = linalg::probe_devices();
+    if (device.backend == config::Backend::automatic) cuda = probe.available();
   }
-  return linalg::probe_devices().available() ? linalg::Exec::cuda({.device = gpu}) : linalg::Exec::cpu();
+  if (cuda) {
+    std::vector<int> ids;
+    for (const auto id : device.gpus) ids.push_back(int(id));
+    if (ids.empty())
+      for (std::size_t i = 0; i < std::max<std::size_t>(probe.devices.size(), 1); ++i) ids.push_back(int(i));
+    for (const int id : ids) execs.push_back(linalg::Exec::cuda({.device = id}));  // Unavailable names a missing id
+    if (device.cpu_lanes > 1)
+      pipeline::logger("covflowd")->warn("device.cpu_lanes {} is not used: the pipeline runs on the GPUs", device.cpu_lanes);
+    return execs;
+  }
+  const auto lanes = static_cast<unsigned>(std::max<std::int64_t>(device.cpu_lanes, 1));
+  const unsigned total = device.cpu_threads > 0 ? unsigned(device.cpu_threads) : std::thread::hardware_concurrency();
+  const unsigned threads = lanes == 1 && device.cpu_threads == 0 ? 0 : std::max(1u, total / lanes);
+  for (unsigned l = 0; l < lanes; ++l) execs.push_back(linalg::Exec::cpu(threads));
+  return execs;
+}
+
+std::vector<linalg::Exec*> pointers(std::vector<linalg::Exec>& execs) {
+  std::vector<linalg::Exec*> out;
+  for (auto& e : execs) out.push_back(&e);
+  return out;
 }
 
 // The daemon's input with --frames applied: ends after `limit` frames (nullopt: never by count).
@@ -138,7 +161,7 @@ pipeline::EndpointSecurity Daemon::security(const config::Config& cfg) const {
 }
 
 Daemon::Daemon(Options options, config::Config config)
-    : options_(std::move(options)), config_(std::move(config)), exec_(make_exec(config_.device)) {
+    : options_(std::move(options)), config_(std::move(config)), execs_(make_execs(config_.device)) {
   auto log = pipeline::logger("covflowd");
   const auto& d = config_.daemon;
   const pipeline::EndpointSecurity secured = security(config_);
@@ -156,7 +179,7 @@ Daemon::Daemon(Options options, config::Config config)
   switch_results_recorder(results_recorder_for(config_), results_path(config_));
   pipeline_ = build_chain(config_, initial_input_->shape(), recorder_, results_recorder_);
   log->info("covflowd {} on {}; results {}, reports {} every {} ms, control {}", config::build_info().version,
-            name(exec_.backend()), results_->endpoint(), reports_->endpoint(), d.report_interval_ms,
+            lanes_description(), results_->endpoint(), reports_->endpoint(), d.report_interval_ms,
             control_->endpoint());
 }
 
@@ -249,7 +272,7 @@ std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg,
     p->publish = stage.get();
     chain.push_back(std::move(stage));
   }
-  p->runner = std::make_unique<pipeline::Runner>(stages::frame_shape(cfg, shape), std::move(chain), exec_,
+  p->runner = std::make_unique<pipeline::Runner>(stages::frame_shape(cfg, shape), std::move(chain), pointers(execs_),
                                                  runner_options(cfg.pipeline, recorder != nullptr), metrics_);
   log->info("frames: {}", stages::describe(shape));
   // Warm start: the first real frames then meet the budget like the rest.
@@ -505,6 +528,19 @@ Daemon::Change Daemon::apply_reload() {
   return change;
 }
 
+json Daemon::lane_names() const {
+  json names = json::array();
+  for (const auto& lane : metrics_.snapshot().lanes) names.push_back(lane.name);
+  return names;
+}
+
+std::string Daemon::lanes_description() const {
+  const auto snapshot = metrics_.snapshot();
+  std::vector<std::string> names;
+  for (const auto& lane : snapshot.lanes) names.push_back(lane.name);
+  return fmt::format("{} lane{} ({})", names.size(), names.size() == 1 ? "" : "s", fmt::join(names, ", "));
+}
+
 json Daemon::status() {
   std::lock_guard lock(mutex_);
   const auto snapshot = metrics_.snapshot();
@@ -513,7 +549,9 @@ json Daemon::status() {
   for (const auto& name : pipeline_->stage_names) stages.push_back(name);
   return {{"state", state},
           {"version", config::build_info().version},
-          {"backend", std::string(name(exec_.backend()))},
+          {"backend", std::string(name(execs_.front().backend()))},
+          {"lanes", lane_names()},
+          {"single_lane_reason", pipeline_->runner->single_lane_reason()},
           {"input", pipeline_->input->describe()},
           {"input_ended", pipeline_->runner->input_ended()},
           {"config_file", options_.config_path.empty() ? "(built-in defaults)" : options_.config_path},

@@ -111,10 +111,12 @@ class Daemon final : public pipeline::ControlHandler {
   // flight are finished first). Throws config::ConfigError (nothing changed) when it is not.
   Change apply_reload();
   void print_final_report();
+  nlohmann::json lane_names() const;
+  std::string lanes_description() const;
 
   Options options_;
   config::Config config_;  // the running configuration (main loop writes, under mutex_)
-  linalg::Exec exec_;
+  std::vector<linalg::Exec> execs_;  // a lane each (device.gpus, device.cpu_lanes)
   pipeline::Metrics metrics_;
   std::shared_ptr<pipeline::ResultsPublisher> results_;
   std::unique_ptr<pipeline::ReportPublisher> reports_;

@@ -263,9 +263,9 @@ class Loader {
       fail(where_of({"ingest.file.stop_seq"}), "ingest.file.stop_seq",
            fmt::format("expected at least ingest.file.start_seq ({}) (got {})", *c.ingest.file.start_seq,
                        *c.ingest.file.stop_seq));
-    if (c.device.gpus.size() > 1)
-      fail(where_of({"device.gpus"}), "device.gpus",
-           fmt::format("expected at most one GPU id: covflowd drives one GPU today (got [{}])", fmt::join(c.device.gpus, ", ")));
+    if (c.device.backend == Backend::cuda && c.device.cpu_lanes != 1)
+      fail(where_of({"device.cpu_lanes", "device.backend"}), "device.cpu_lanes",
+           fmt::format("expected 1 when device.backend is 'cuda' (a lane per GPU: device.gpus) (got {})", c.device.cpu_lanes));
     if (c.device.backend == Backend::cpu && !c.device.gpus.empty())
       fail(where_of({"device.gpus", "device.backend"}), "device.gpus",
            fmt::format("expected no GPU ids when device.backend is 'cpu' (got [{}])", fmt::join(c.device.gpus, ", ")));

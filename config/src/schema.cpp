@@ -76,9 +76,17 @@ std::vector<Key> make_keys() {
        .description = "Where the linear algebra runs: the GPUs when there are any (auto), only the GPUs, or only the CPU",
        .choices = names(backend_names)},
       {.path = "device.gpus", .access = COVFLOW_REF(device.gpus),
-       .description = "The CUDA device id to use, as a one-element list; empty means the first GPU. covflowd drives "
-                      "one GPU today: more than one id is refused",
+       .description = "The CUDA device ids to use, a pipeline lane each (frames spread over them, results in sequence "
+                      "order); empty means every GPU of the host",
        .ints = {0, 63}},
+      {.path = "device.cpu_lanes", .access = COVFLOW_REF(device.cpu_lanes),
+       .description = "Pipeline lanes on the CPU backend, each with its share of the host's cores (frames spread over "
+                      "them, results in sequence order)",
+       .ints = {1, 64}},
+      {.path = "device.cpu_threads", .access = COVFLOW_REF(device.cpu_threads),
+       .description = "Threads of the CPU backend, shared evenly by its lanes (at least one each); 0 means every "
+                      "hardware thread of the host (several covflowd workers on one host each take their share)",
+       .ints = {0, 4096}},
       // ingest
       {.path = "ingest.source", .access = COVFLOW_CHOICE(ingest.source),
        .description = "Where frames come from: the built-in scenario, a frame file, or a ZeroMQ feed",

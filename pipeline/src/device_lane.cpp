@@ -28,6 +28,7 @@ class CudaLane final : public DeviceLane {
     context.make_current();
     return context;
   }
+  int device() const override { return context_.device(); }
   void make_current() override { context_.make_current(); }
   void upload(FrameSlot& slot, std::size_t bytes, int parity) override {
     if (slot.payload_on_device)

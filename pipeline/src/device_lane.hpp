@@ -20,6 +20,8 @@ class DeviceLane {
   static std::unique_ptr<DeviceLane> make(linalg::Exec& exec, std::size_t stage_count);
   virtual ~DeviceLane() = default;
 
+  // The CUDA device id of the lane.
+  virtual int device() const = 0;
   // Makes the Exec's device current on the calling thread (each worker does it once).
   virtual void make_current() = 0;
   // Copies `bytes` of the slot's pinned host payload to its device payload on the lane's copy

@@ -44,7 +44,7 @@ FramePool::FramePool(const FrameShape& shape, const std::vector<SlotNeeds>& need
     throw std::invalid_argument("FramePool: frames hold cf32 or cf64 elements, not " +
                                 std::string(replay::name(shape.element_type)));
 #if !COVFLOW_HAS_CUDA
-  if (memory_ == SlotMemory::cuda)
+  if (memory_ != SlotMemory::host)
     throw std::invalid_argument("FramePool: CUDA slots asked for, but covflow was built without CUDA");
 #endif
   std::size_t host_scratch = 0, device_scratch = 0;
@@ -91,19 +91,23 @@ FramePool::FramePool(const FrameShape& shape, const std::vector<SlotNeeds>& need
       };
       st.pinned.reserve(2);
       st.device.reserve(6);
-      slot.host.payload = pin(payload);
-      slot.host.scratch = pin(host_scratch);
-      // Stages keep descriptors there (what collect() finds): a new slot holds none.
-      if (!slot.host.scratch.empty()) std::memset(slot.host.scratch.data(), 0, slot.host.scratch.size());
-      slot.device.payload = dev(payload);
-      slot.device.covariance = dev(matrices);
-      slot.device.eigenvalues = dev(values);
-      slot.device.eigenvectors = dev(matrices);
-      slot.device.info = static_cast<int*>(dev(info));
-      slot.device.scratch = dev(device_scratch);
-      slot.device.scratch_bytes = device_scratch;
-      st.events.emplace_back(cudaEventDisableTiming);
-      slot.device.upload_event = st.events.back().get();
+      if (memory_ != SlotMemory::device) {
+        slot.host.payload = pin(payload);
+        slot.host.scratch = pin(host_scratch);
+        // Stages keep descriptors there (what collect() finds): a new slot holds none.
+        if (!slot.host.scratch.empty()) std::memset(slot.host.scratch.data(), 0, slot.host.scratch.size());
+      }
+      if (memory_ != SlotMemory::pinned) {
+        slot.device.payload = dev(payload);
+        slot.device.covariance = dev(matrices);
+        slot.device.eigenvalues = dev(values);
+        slot.device.eigenvectors = dev(matrices);
+        slot.device.info = static_cast<int*>(dev(info));
+        slot.device.scratch = dev(device_scratch);
+        slot.device.scratch_bytes = device_scratch;
+        st.events.emplace_back(cudaEventDisableTiming);
+        slot.device.upload_event = st.events.back().get();
+      }
 #endif
     }
     slot.pool = this;

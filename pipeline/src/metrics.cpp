@@ -130,6 +130,13 @@ nlohmann::json to_json(const MetricsSnapshot& m) {
   }
   nlohmann::json reasons = nlohmann::json::object();
   for (const auto& [reason, count] : m.dropped_by_reason) reasons[reason] = count;
+  nlohmann::json lanes = nlohmann::json::array();
+  for (const auto& l : m.lanes)
+    lanes.push_back({{"name", l.name},
+                     {"taken", l.taken},
+                     {"finished", l.finished},
+                     {"dropped", l.dropped},
+                     {"latency", to_json(l.latency)}});
   return {{"uptime_s", m.uptime_s},
           {"frames",
            {{"in", m.frames_in},
@@ -154,7 +161,13 @@ nlohmann::json to_json(const MetricsSnapshot& m) {
           {"results_recording",
            {{"written", m.results_recording.written},
             {"left_out", m.results_recording.left_out},
-            {"failed", m.results_recording.failed}}}};
+            {"failed", m.results_recording.failed}}},
+          {"lanes", lanes},
+          {"reorder",
+           {{"in_order", m.reorder.in_order},
+            {"out_of_order", m.reorder.out_of_order},
+            {"max_held", m.reorder.max_held},
+            {"wait", to_json(m.reorder.wait)}}}};
 }
 
 // ---- Metrics -------------------------------------------------------------------------------
@@ -170,6 +183,37 @@ void Metrics::set_stages(const std::vector<std::string>& stage_names) {
   std::lock_guard lock(mutex_);
   stages_ = std::move(fresh);
 }
+
+void Metrics::set_lanes(const std::vector<std::string>& lane_names) {
+  std::vector<std::unique_ptr<LaneCounters>> fresh;
+  for (const auto& name : lane_names) {
+    fresh.push_back(std::make_unique<LaneCounters>());
+    fresh.back()->name = name;
+  }
+  std::lock_guard lock(mutex_);
+  lanes_ = std::move(fresh);
+}
+
+void Metrics::lane_took(std::size_t lane) {
+  if (lane < lanes_.size()) lanes_[lane]->taken.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::lane_finished(std::size_t lane, double since_arrival_ms) {
+  if (lane >= lanes_.size()) return;
+  lanes_[lane]->latency.record_ms(since_arrival_ms);
+  lanes_[lane]->finished.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::lane_dropped(std::size_t lane) {
+  if (lane < lanes_.size()) lanes_[lane]->dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::reorder_passed(bool in_order, double waited_ms) {
+  (in_order ? reorder_in_order_ : reorder_out_of_order_).fetch_add(1, std::memory_order_relaxed);
+  reorder_wait_.record_ms(waited_ms);
+}
+
+void Metrics::reorder_held(std::size_t held) { atomic_max(reorder_max_held_, held); }
 
 void Metrics::frame_in() {
   std::lock_guard lock(mutex_);
@@ -280,6 +324,17 @@ MetricsSnapshot Metrics::snapshot() const {
                         .over_budget = s->over_budget.load(std::memory_order_relaxed),
                         .predicted_ms = s->predicted_ms.load(std::memory_order_relaxed)});
   }
+  for (const auto& l : lanes_) {
+    m.lanes.push_back({.name = l->name,
+                       .taken = l->taken.load(std::memory_order_relaxed),
+                       .finished = l->finished.load(std::memory_order_relaxed),
+                       .dropped = l->dropped.load(std::memory_order_relaxed),
+                       .latency = l->latency.summary()});
+  }
+  m.reorder = {.in_order = reorder_in_order_.load(std::memory_order_relaxed),
+               .out_of_order = reorder_out_of_order_.load(std::memory_order_relaxed),
+               .max_held = reorder_max_held_.load(std::memory_order_relaxed),
+               .wait = reorder_wait_.summary()};
   return m;
 }
 
@@ -291,6 +346,8 @@ void Metrics::reset() {
                         &results_written_, &results_left_out_, &results_failed_})
     counter->store(0, std::memory_order_relaxed);
   queue_max_.store(queue_depth_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  reorder_wait_.reset();
+  for (auto* counter : {&reorder_in_order_, &reorder_out_of_order_, &reorder_max_held_}) counter->store(0, std::memory_order_relaxed);
   blocked_ns_.store(0, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
   in_ = in_flight_;
@@ -303,6 +360,12 @@ void Metrics::reset() {
     s->skipped = 0;
     s->failures = 0;
     s->over_budget = 0;
+  }
+  for (auto& l : lanes_) {
+    l->latency.reset();
+    l->taken = 0;
+    l->finished = 0;
+    l->dropped = 0;
   }
 }
 

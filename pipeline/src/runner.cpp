@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <exception>
 #include <stdexcept>
 #include <string_view>
@@ -41,8 +42,12 @@ bool sticky_cuda_error(int code) {
 // What one worker owns: its Exec, the CUDA side (null on a CPU lane), the stages' moving cost
 // estimates and the per-frame bookkeeping, all sized when the runner is made.
 struct Runner::Lane {
+  std::size_t index = 0;
   linalg::Exec* exec = nullptr;
   std::unique_ptr<detail::DeviceLane> device;
+  // Several CUDA lanes: this lane's device arrays, two sets (the frame computing and the one
+  // uploading), bound to the shared pinned slot each frame is in (Runner::bind).
+  std::unique_ptr<FramePool> device_sets;
   std::vector<double> predicted_ms;              // per stage; negative: no run seen yet
   std::vector<std::uint32_t> skipped_in_a_row;   // per stage
   std::vector<std::size_t> issued;               // GPU stages of this frame whose times are not read yet
@@ -50,8 +55,11 @@ struct Runner::Lane {
   std::thread thread;
 };
 
+// The queue, two per lane, one being filled, the kept ones and, with several lanes, what the
+// reorder buffer may hold (two per lane) and the frame the sequencing thread is on.
 std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes) {
-  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + 1 + options.kept_slots;
+  const std::size_t reorder = lanes > 1 ? 2 * lanes + 1 : 0;
+  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + 1 + options.kept_slots + reorder;
 }
 
 std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHeader& h, std::size_t payload_bytes) {
@@ -77,38 +85,83 @@ std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHead
 
 Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stages, linalg::Exec& exec,
                const RunnerOptions& options, Metrics& metrics, Completion on_complete)
+    : Runner(shape, std::move(stages), std::vector<linalg::Exec*>{&exec}, options, metrics, std::move(on_complete)) {}
+
+Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stages, std::vector<linalg::Exec*> execs,
+               const RunnerOptions& options, Metrics& metrics, Completion on_complete)
     : shape_(shape),
       stages_(std::move(stages)),
-      exec_(exec),
+      execs_(std::move(execs)),
       options_(options),
       metrics_(metrics),
       on_complete_(std::move(on_complete)),
       queue_(std::max<std::size_t>(options.queue_depth, 1), options.overflow),
       log_(logger("pipeline")) {
+  if (execs_.empty()) throw std::invalid_argument("Runner: no lane (no Exec) given");
+  for (const auto* e : execs_) {
+    if (e == nullptr) throw std::invalid_argument("Runner: a lane's Exec is null");
+    if (e->is_cuda() != execs_.front()->is_cuda())
+      throw std::invalid_argument("Runner: the lanes mix CPU and CUDA Execs; give all of one kind");
+  }
   std::vector<std::string> names;
-  std::vector<SlotNeeds> needs;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     if (!stages_[i]) throw std::invalid_argument(fmt::format("Runner: stage {} is null", i));
     names.emplace_back(stages_[i]->name());
-    stages_[i]->prepare(shape_, exec_);
-    needs.push_back(stages_[i]->slot_needs(shape_));
+    if (execs_.size() > 1 && stages_[i]->keeps_state() && single_lane_reason_.empty())
+      single_lane_reason_ = fmt::format("stage {} keeps state across frames, which one lane must see in full", stages_[i]->name());
   }
+  if (!single_lane_reason_.empty()) {
+    log_->warn("pipeline: one lane of the {} given: {} (docs/scale.md)", execs_.size(), single_lane_reason_);
+    execs_.resize(1);
+  }
+  const bool several = execs_.size() > 1;
+  tail_begin_ = stages_.size();
+  if (several)
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      if (stages_[i]->in_sequence()) {
+        tail_begin_ = i;
+        break;
+      }
 
-  auto lane = std::make_unique<Lane>();
-  lane->exec = &exec_;
-  lane->device = detail::DeviceLane::make(exec_, stages_.size());  // makes the device current
-  lane->predicted_ms.assign(stages_.size(), -1.0);
-  lane->skipped_in_a_row.assign(stages_.size(), 0);
-  lane->issued.reserve(stages_.size());
-  lane->issued_from.reserve(stages_.size());
-  lanes_.push_back(std::move(lane));
-
-  uploader_ = detail::IngestUploader::make(exec_);
+  std::vector<SlotNeeds> needs;
+  for (const auto& stage : stages_) needs.push_back(stage->slot_needs(shape_));
+  const bool cuda = execs_.front()->is_cuda();
+  std::vector<std::string> lane_names;
+  for (std::size_t l = 0; l < execs_.size(); ++l) {
+    auto lane = std::make_unique<Lane>();
+    lane->index = l;
+    lane->exec = execs_[l];
+    lane->device = detail::DeviceLane::make(*lane->exec, stages_.size());  // makes the lane's device current
+    // Stages prepare once per lane, on the lane's device; the in-sequence ones only on the first.
+    for (std::size_t i = 0; i < stages_.size(); ++i)
+      if (i < tail_begin_ || l == 0) stages_[i]->prepare(shape_, *lane->exec);
+    if (several && cuda) {
+      lane->device_sets = std::make_unique<FramePool>(
+          shape_, needs, PoolOptions{.slots = 2, .memory = SlotMemory::device, .stage_count = stages_.size()});
+      lane->device_sets->slot(0).lane = lane->device_sets->slot(1).lane = static_cast<std::uint32_t>(l);
+    }
+    lane->predicted_ms.assign(stages_.size(), -1.0);
+    lane->skipped_in_a_row.assign(stages_.size(), 0);
+    lane->issued.reserve(stages_.size());
+    lane->issued_from.reserve(stages_.size());
+    lane_names.push_back(lane->device ? fmt::format("cuda:{}", lane->device->device()) : fmt::format("cpu:{}", l));
+    lanes_.push_back(std::move(lane));
+  }
+  if (several) {
+    tail_ = std::make_unique<Lane>();
+    tail_->exec = execs_.front();
+    tail_->predicted_ms.assign(stages_.size(), -1.0);
+    tail_->skipped_in_a_row.assign(stages_.size(), 0);
+    if (lanes_.front()->device) lanes_.front()->device->make_current();
+  } else {
+    uploader_ = detail::IngestUploader::make(*execs_.front());  // one lane: ingest may upload as frames land
+  }
   options_.slots = std::max(options_.slots, minimum_slots(options_, lanes_.size()));
-  pool_ = std::make_unique<FramePool>(
-      shape_, needs,
-      PoolOptions{.slots = options_.slots, .memory = exec_.is_cuda() ? SlotMemory::cuda : SlotMemory::host, .stage_count = stages_.size()});
+  const SlotMemory memory = !cuda ? SlotMemory::host : several ? SlotMemory::pinned : SlotMemory::cuda;
+  pool_ = std::make_unique<FramePool>(shape_, needs,
+                                      PoolOptions{.slots = options_.slots, .memory = memory, .stage_count = stages_.size()});
   metrics_.set_stages(names);
+  metrics_.set_lanes(lane_names);
   metrics_.queue_depth(0, queue_.capacity());
 }
 
@@ -116,19 +169,32 @@ Runner::~Runner() {
   if (started_) stop_now();
 }
 
-double Runner::predicted_ms(std::size_t i) const { return lanes_.front()->predicted_ms.at(i); }
+double Runner::predicted_ms(std::size_t i) const {
+  return (tail_ && i >= tail_begin_ ? tail_ : lanes_.front())->predicted_ms.at(i);
+}
 
 void Runner::start(FrameInput& input) {
   if (started_) throw std::logic_error("Runner::start: already started");
   started_ = true;
+  std::size_t device_bytes = pool_->device_bytes();
+  for (const auto& lane : lanes_)
+    if (lane->device_sets) device_bytes += lane->device_sets->device_bytes();
   log_->info("pipeline: {} stages, budget {} ms, queue {} ({}), {} slots ({} MiB host, {} MiB device), input {}",
              stages_.size(), options_.budget_ms, queue_.capacity(), config::name(options_.overflow), pool_->capacity(),
-             pool_->host_bytes() >> 20, pool_->device_bytes() >> 20, input.describe());
+             pool_->host_bytes() >> 20, device_bytes >> 20, input.describe());
   {
     std::lock_guard lock(done_mutex_);
-    threads_running_ = 1 + lanes_.size();
+    threads_running_ = 1 + lanes_.size() + (tail_ ? 1 : 0);
+  }
+  if (lanes_.size() > 1)
+    log_->info("pipeline: {} lanes; stages {} on the lanes, then in sequence order: {}", lanes_.size(), tail_begin_,
+               stages_.size() - tail_begin_);
+  {
+    std::lock_guard lock(reorder_mutex_);
+    lanes_running_ = lanes_.size();
   }
   for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { lane_loop(*l); });
+  if (tail_) sequencer_ = std::thread([this] { sequencer_loop(); });
   ingest_ = std::thread([this, &input] { ingest_loop(input); });
 }
 
@@ -150,6 +216,7 @@ void Runner::warm_up(const replay::Frame& frame) {
   for (auto& lane : lanes_) {
     detail::DeviceLane* gpu = lane->device.get();
     if (gpu) gpu->make_current();
+    const std::size_t stage_end = lane->index == 0 ? stages_.size() : tail_begin_;
     for (int round = 0; round < rounds; ++round) {
       slot->header = frame.header;
       slot->header.sequence = std::uint64_t(round);
@@ -162,6 +229,7 @@ void Runner::warm_up(const replay::Frame& frame) {
       slot->payload_on_device = false;
       if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
       if (gpu) {
+        bind(*lane, *slot, 0);
         gpu->upload(*slot, frame.payload.size(), 0);
         gpu->begin(0);
       }
@@ -172,7 +240,7 @@ void Runner::warm_up(const replay::Frame& frame) {
         for (const std::size_t j : uncollected) stages_[j]->collect(*slot, *lane->exec);
         uncollected.clear();
       };
-      for (std::size_t i = 0; i < stages_.size(); ++i) {
+      for (std::size_t i = 0; i < stage_end; ++i) {
         Stage& stage = *stages_[i];
         try {
           if (gpu && stage.needs_host_results() && !uncollected.empty()) collect_issued();
@@ -185,7 +253,7 @@ void Runner::warm_up(const replay::Frame& frame) {
       }
       collect_issued();
     }
-    for (const auto& stage : stages_) stage->reset(*lane->exec);
+    for (std::size_t i = 0; i < stage_end; ++i) stages_[i]->reset(*lane->exec);
   }
   log_->info("pipeline warmed up: {} synthetic frame(s) through {} stages in {:.0f} ms", rounds, stages_.size(),
              std::chrono::duration<double, std::milli>(Clock::now() - started).count());
@@ -316,6 +384,7 @@ FrameSlot* Runner::acquire_slot() {
   while ((slot = pool_->acquire(kPoll)) == nullptr)
     if (stop_now_.load()) return nullptr;
   slot->payload_on_device = false;
+  slot->order = 0;
   if (const double waited = std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count(); waited > 1.0)
     metrics_.ingest_blocked(waited);
   return slot;
@@ -386,6 +455,7 @@ void Runner::admit(replay::Frame& frame, std::int64_t arrival) {
 void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns) {
   slot->sequence = h.sequence;
   slot->header = h;
+  slot->order = ++last_order_;  // from here on the frame leaves through the lanes or drop()
   slot->times = {.capture_ns = h.capture_time_ns, .arrival_ns = arrival_ns, .deadline_ns = 0, .done_ns = 0};
   slot->times.deadline_ns = slot->times.arrival_ns + std::int64_t(options_.budget_ms * 1e6);
   slot->results.clear();
@@ -420,8 +490,21 @@ void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t
 
 void Runner::drop(FrameSlot* slot, std::string_view reason) {
   metrics_.frame_dropped(reason);
+  forget_order(*slot);
+  slot->order = 0;
   --in_flight_;
   pool_->release(slot);
+}
+
+// Several lanes: the frame's order will never reach the reorder buffer (it was dropped), so the
+// frames after it need not wait for it.
+void Runner::forget_order(const FrameSlot& slot) {
+  if (!tail_ || slot.order == 0) return;
+  {
+    std::lock_guard lock(reorder_mutex_);
+    held_[slot.order] = Held{.slot = nullptr, .since_ns = 0};
+  }
+  reorder_cv_.notify_all();
 }
 
 // ---- lanes ----------------------------------------------------------------------------------
@@ -451,24 +534,46 @@ void Runner::lane_loop(Lane& lane) {
     pending = nullptr;
     pending_uploaded = false;
     if (slot == nullptr) break;
+    if (!uploaded) {  // a prefetched frame was counted when it was taken
+      slot->lane = static_cast<std::uint32_t>(lane.index);
+      metrics_.lane_took(lane.index);
+    }
     if (stop_now_.load()) {
       if (uploaded) lane.device->wait_uploads();  // its copy may still be reading the pinned payload
+      metrics_.lane_dropped(lane.index);
       drop(slot, drop_reason::shutdown);
       continue;
     }
     try {
-      if (lane.device && !uploaded) lane.device->upload(*slot, slot->header.payload_bytes(), parity);
+      if (lane.device && !uploaded) {
+        bind(lane, *slot, parity);
+        lane.device->upload(*slot, slot->header.payload_bytes(), parity);
+      }
       process(lane, *slot, parity, pending, pending_uploaded);
     } catch (const std::exception& e) {
       // Only the runner's own CUDA calls get here (stage exceptions are handled in process()).
       log_->error("frame {}: lane error: {}", slot->sequence, e.what());
       slot->problem = e.what();
       metrics_.frame_dropped(device_lost(lane, e) ? drop_reason::device_error : drop_reason::stage_error);
+      metrics_.lane_dropped(lane.index);
+      forget_order(*slot);
       complete(*slot);
     }
     parity ^= 1;
   }
+  {
+    std::lock_guard lock(reorder_mutex_);
+    --lanes_running_;
+  }
+  reorder_cv_.notify_all();
   thread_exited();
+}
+
+// Several CUDA lanes: the shared pinned slot gets this lane's device arrays of set `parity`.
+void Runner::bind(Lane& lane, FrameSlot& slot, int parity) {
+  if (!lane.device_sets) return;
+  slot.device = lane.device_sets->slot(std::size_t(parity & 1)).device;
+  slot.payload_on_device = false;
 }
 
 // The prediction a degradable stage is measured against. A stage's cost is an exponential moving
@@ -518,6 +623,9 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
     if (auto next = queue_.try_pop()) {
       metrics_.queue_depth(queue_.size(), queue_.capacity());
       pending = *next;
+      pending->lane = static_cast<std::uint32_t>(lane.index);
+      metrics_.lane_took(lane.index);
+      bind(lane, *pending, parity ^ 1);
       gpu->upload(*pending, pending->header.payload_bytes(), parity ^ 1);
       pending_uploaded = true;
     }
@@ -548,11 +656,13 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
     }
     slot.times.done_ns = now_ns();
     metrics_.frame_dropped(reason);
+    metrics_.lane_dropped(lane.index);
+    forget_order(slot);
     complete(slot);
   };
 
   if (gpu) gpu->begin(parity);
-  for (std::size_t i = 0; i < stages_.size(); ++i) {
+  for (std::size_t i = 0; i < tail_begin_; ++i) {
     Stage& stage = *stages_[i];
     StageRecord& record = slot.stages[i];
     const bool host_stage = gpu == nullptr || stage.needs_host_results();
@@ -598,6 +708,111 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
     }
   }
   if (gpu) settle();
+  finish_on_lane(lane, slot);
+}
+
+// The lane ran its stages on the frame: with one lane it is done; with several it goes to the
+// reorder buffer, and the sequencing thread finishes it.
+void Runner::finish_on_lane(Lane& lane, FrameSlot& slot) {
+  const std::int64_t now = now_ns();
+  metrics_.lane_finished(lane.index, ms_between(slot.times.arrival_ns, now));
+  if (!tail_) {
+    slot.times.done_ns = now;
+    metrics_.frame_done(ms_between(slot.times.arrival_ns, slot.times.done_ns), slot.times.done_ns > slot.times.deadline_ns);
+    complete(slot);
+    return;
+  }
+  std::size_t held = 0;
+  {
+    std::lock_guard lock(reorder_mutex_);
+    held_[slot.order] = Held{.slot = &slot, .since_ns = now};
+    for (const auto& [order, h] : held_) held += h.slot != nullptr ? 1 : 0;
+  }
+  metrics_.reorder_held(held);
+  reorder_cv_.notify_all();
+}
+
+// ---- the reorder buffer and the in-sequence stages (several lanes) --------------------------
+
+// Passes frames on in order: the next order as soon as it is there (finished or dropped), a later
+// finished frame out of order once its deadline has passed, and everything left once the lanes
+// have ended (nothing more can come). The buffer is bounded by the deadlines (a frame waits at most
+// until its own) and by the pool: while frames wait here, ingest has fewer free slots (the pool is
+// sized with two more per lane for it).
+void Runner::sequencer_loop() {
+  std::unique_lock lock(reorder_mutex_);
+  for (;;) {
+    // Drop what was passed on or dropped below the next order; then the next order, if there.
+    while (!held_.empty() && held_.begin()->first <= next_order_) {
+      auto it = held_.begin();
+      const Held h = it->second;
+      const bool next = it->first == next_order_;
+      const std::uint64_t order = it->first;
+      held_.erase(it);
+      if (!next) continue;  // a stale mark (never expected: orders are marked once)
+      ++next_order_;
+      if (h.slot == nullptr) continue;
+      const bool in_order = order > max_passed_;
+      max_passed_ = std::max(max_passed_, order);
+      lock.unlock();
+      metrics_.reorder_passed(in_order, ms_between(h.since_ns, now_ns()));
+      run_sequenced(*h.slot);
+      lock.lock();
+    }
+    // The first finished frame waiting behind a missing one.
+    auto waiting = std::find_if(held_.begin(), held_.end(), [](const auto& e) { return e.second.slot != nullptr; });
+    if (waiting == held_.end()) {
+      if (lanes_running_ == 0) break;  // nothing held and nothing more can come
+      reorder_cv_.wait_for(lock, kPoll);
+      continue;
+    }
+    FrameSlot* slot = waiting->second.slot;
+    const std::int64_t now = now_ns();
+    if (lanes_running_ == 0 || now >= slot->times.deadline_ns) {
+      const std::uint64_t order = waiting->first;
+      const Held h = waiting->second;
+      waiting->second.slot = nullptr;  // passed on: its order is skipped when it comes up
+      const bool in_order = order > max_passed_;
+      max_passed_ = std::max(max_passed_, order);
+      lock.unlock();
+      metrics_.reorder_passed(in_order, ms_between(h.since_ns, now));
+      run_sequenced(*slot);
+      lock.lock();
+      continue;
+    }
+    const auto until = std::chrono::nanoseconds(std::min(slot->times.deadline_ns - now, std::int64_t(kPoll / std::chrono::nanoseconds(1))));
+    reorder_cv_.wait_for(lock, until);
+  }
+  lock.unlock();
+  thread_exited();
+}
+
+// The in-sequence stages on a frame the reorder buffer passed on, on the host (their work needs
+// only the frame's host results), then the frame is done.
+void Runner::run_sequenced(FrameSlot& slot) {
+  Lane& lane = *tail_;
+  for (std::size_t i = tail_begin_; i < stages_.size(); ++i) {
+    Stage& stage = *stages_[i];
+    StageRecord& record = slot.stages[i];
+    try {
+      const std::int64_t start = now_ns();
+      stage.run(slot, *lane.exec);
+      stage.collect(slot, *lane.exec);
+      record.outcome = StageRecord::Outcome::ran;
+      record.ms = ms_between(start, now_ns());
+      record_stage_time(lane, i, record.ms);
+    } catch (const std::exception& e) {
+      const FrameError* frame_error = dynamic_cast<const FrameError*>(&e);
+      log_->warn("frame {} dropped by stage {}: {}", slot.sequence, stage.name(), e.what());
+      record.outcome = StageRecord::Outcome::failed;
+      slot.problem = e.what();
+      metrics_.stage_failed(i);
+      slot.times.done_ns = now_ns();
+      metrics_.frame_dropped(frame_error ? std::string_view(frame_error->reason()) : drop_reason::stage_error);
+      complete(slot);
+      return;
+    }
+  }
   slot.times.done_ns = now_ns();
   metrics_.frame_done(ms_between(slot.times.arrival_ns, slot.times.done_ns), slot.times.done_ns > slot.times.deadline_ns);
   complete(slot);
@@ -667,6 +882,7 @@ void Runner::join_all() {
   if (ingest_.joinable()) ingest_.join();
   for (auto& lane : lanes_)
     if (lane->thread.joinable()) lane->thread.join();
+  if (sequencer_.joinable()) sequencer_.join();
 }
 
 void Runner::drain() {

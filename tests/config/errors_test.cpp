@@ -52,8 +52,9 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"daemon:\n  curve:\n    clients_file: clients.keys\n", {},
        "bad.yaml:3: daemon.curve.clients_file: needs daemon.curve.secret_key_file: client keys are checked in CURVE "
        "handshakes"},
-      {"device:\n  gpus: [0, 1]\n", {},
-       "bad.yaml:2: device.gpus: expected at most one GPU id: covflowd drives one GPU today (got [0, 1])"},
+      {"device:\n  backend: cuda\n  cpu_lanes: 3\n", {},
+       "bad.yaml:3: device.cpu_lanes: expected 1 when device.backend is 'cuda' (a lane per GPU: device.gpus) (got 3)"},
+      {"device:\n  cpu_lanes: 0\n", {}, "bad.yaml:2: device.cpu_lanes: expected an integer in [1, 64] (got 0)"},
       {"pipeline:\n  stages:\n    compress:\n      tile: 64\n      max_rank: 65\n", {},
        "bad.yaml:5: pipeline.stages.compress.max_rank: expected at most pipeline.stages.compress.tile (64), or 0 for "
        "tile / 2 (got 65)"},

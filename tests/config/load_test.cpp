@@ -43,7 +43,7 @@ daemon:
   report_interval_ms: 250
 device:
   backend: cuda
-  gpus: [1]
+  gpus: [1, 3]
 ingest:
   source: file
   file:
@@ -72,7 +72,8 @@ pipeline:
   EXPECT_EQ(c.daemon.log_level, LogLevel::debug);
   EXPECT_EQ(c.daemon.report_interval_ms, 250);
   EXPECT_EQ(c.device.backend, Backend::cuda);
-  EXPECT_EQ(c.device.gpus, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(c.device.gpus, (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(c.device.cpu_lanes, 1);
   EXPECT_EQ(c.ingest.source, IngestSource::file);
   EXPECT_EQ(c.ingest.file.path, "recordings/run 7.cvf");
   EXPECT_EQ(c.ingest.file.pace, Pace::fixed);

@@ -229,7 +229,10 @@ class FakeStage final : public pipeline::Stage {
   std::string_view name() const override { return name_; }
   bool degradable() const override { return degradable_; }
   double budget_ms() const override { return budget_ms_; }
-  bool needs_host_results() const override { return host_; }
+  bool needs_host_results() const override { return host_ || in_sequence_; }
+  bool in_sequence() const override { return in_sequence_; }
+  bool keeps_state() const override { return keeps_state_; }
+  void prepare(const FrameShape&, linalg::Exec&) override { ++prepares_; }
   void run(FrameSlot& frame, linalg::Exec&) override {
     ++runs_;
     if (sleep_.count() > 0) std::this_thread::sleep_for(sleep_);
@@ -258,6 +261,16 @@ class FakeStage final : public pipeline::Stage {
     host_ = true;
     return *this;
   }
+  // Runs after the reorder buffer when the runner has several lanes (as the publish stage does).
+  FakeStage& running_in_sequence() {
+    in_sequence_ = true;
+    return *this;
+  }
+  FakeStage& keeping_state() {
+    keeps_state_ = true;
+    return *this;
+  }
+  std::uint64_t prepares() const { return prepares_.load(); }
   std::uint64_t runs() const { return runs_.load(); }
   std::uint64_t collects() const { return collects_.load(); }
 
@@ -267,10 +280,10 @@ class FakeStage final : public pipeline::Stage {
   bool degradable_;
   Action action_;
   double budget_ms_ = 0;
-  bool host_ = false;
+  bool host_ = false, in_sequence_ = false, keeps_state_ = false;
   Action on_collect_;
   int warm_frames_ = 1;
-  std::atomic<std::uint64_t> runs_{0}, collects_{0}, resets_{0};
+  std::atomic<std::uint64_t> runs_{0}, collects_{0}, resets_{0}, prepares_{0};
 };
 
 // Frames of `shape` with chosen sequence numbers, each with the timing given for it: its arrival

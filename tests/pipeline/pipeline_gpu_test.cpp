@@ -113,6 +113,83 @@ TEST_F(PipelineGpu, EveryFrameIsUploadedBeforeItsStagesReadItWhileFramesOverlap)
   EXPECT_EQ(runner.pool().growths(), 0u);
 }
 
+// Several CUDA lanes (docs/scale.md): GPUs 0 and 1 when the host has two, else two lanes on GPU 0
+// (two contexts' streams on one device: the same code path). Every frame's payload reaches the
+// device arrays of the lane that took it before its stages read them, and the in-sequence stage
+// sees the frames in order.
+TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  std::vector<linalg::Exec> execs;
+  execs.push_back(linalg::Exec::cuda({.device = 0}));
+  execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
+  std::printf("[ lanes    ] on GPUs 0 and %d\n", devices >= 2 ? 1 : 0);
+  const FrameShape shape = test::small_shape();
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<EchoStage>());
+  std::atomic<std::uint64_t> mismatches{0}, checked{0};
+  stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [&](FrameSlot& f) {
+    const auto bytes = std::size_t(f.header.payload_bytes());
+    if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
+      ++mismatches;
+    ++checked;
+  }));
+  static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  stages.push_back(std::make_unique<test::FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
+    std::lock_guard lock(mutex);
+    order.push_back(f.sequence);
+  }));
+  static_cast<test::FakeStage&>(*stages.back()).running_in_sequence();
+  std::vector<replay::Frame> frames;
+  for (std::uint64_t s = 0; s < 600; ++s) frames.push_back(test::frame_for(shape, s));
+  test::ListInput input(std::move(frames));
+  Metrics metrics;
+  Runner runner(shape, std::move(stages), std::vector<linalg::Exec*>{&execs[0], &execs[1]},
+                {.budget_ms = 1e6, .queue_depth = 8, .overflow = Overflow::block}, metrics);
+  ASSERT_EQ(runner.lane_count(), 2u);
+  EXPECT_EQ(runner.pool().memory(), SlotMemory::pinned);
+  runner.start(input);
+  runner.wait();
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 600u);
+  EXPECT_EQ(s.frames_dropped, 0u);
+  EXPECT_EQ(checked.load(), 600u);
+  EXPECT_EQ(mismatches.load(), 0u) << "a stage saw another frame's payload, or one not yet uploaded to its lane's arrays";
+  ASSERT_EQ(order.size(), 600u);
+  for (std::uint64_t i = 0; i < 600; ++i) EXPECT_EQ(order[i], i);
+  ASSERT_EQ(s.lanes.size(), 2u);
+  EXPECT_EQ(s.lanes[0].taken + s.lanes[1].taken, 600u);
+  EXPECT_EQ(s.lanes[0].name, "cuda:0");
+  EXPECT_EQ(s.reorder.in_order, 600u);
+  std::printf("[ lanes    ] took %llu and %llu frames; most held %llu\n", (unsigned long long)s.lanes[0].taken,
+              (unsigned long long)s.lanes[1].taken, (unsigned long long)s.reorder.max_held);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
+TEST_F(PipelineGpu, PinnedSlotsHaveNoDeviceArraysAndDeviceSlotsNoHostOnes) {
+  gpu().cuda_context().make_current();
+  const FrameShape shape = test::small_shape();
+  FramePool pinned(shape, {SlotNeeds{.host_scratch_bytes = 64, .device_scratch_bytes = 128}}, {.slots = 2, .memory = SlotMemory::pinned});
+  FramePool device(shape, {SlotNeeds{.host_scratch_bytes = 64, .device_scratch_bytes = 128}}, {.slots = 2, .memory = SlotMemory::device});
+  for (std::size_t i = 0; i < 2; ++i) {
+    const FrameSlot& p = pinned.slot(i);
+    EXPECT_EQ(kind_of(p.host.payload.data()), cudaMemoryTypeHost);
+    EXPECT_EQ(p.host.scratch.size(), 64u);
+    EXPECT_EQ(p.device.payload, nullptr);
+    EXPECT_EQ(p.device.covariance, nullptr);
+    const FrameSlot& d = device.slot(i);
+    EXPECT_TRUE(d.host.payload.empty());
+    EXPECT_EQ(kind_of(d.device.payload), cudaMemoryTypeDevice);
+    EXPECT_EQ(kind_of(d.device.covariance), cudaMemoryTypeDevice);
+    EXPECT_EQ(d.device.scratch_bytes, 128u);
+    EXPECT_NE(d.device.upload_event, nullptr);
+  }
+  EXPECT_EQ(pinned.device_bytes(), 0u);
+  EXPECT_EQ(device.host_bytes(), 0u);
+}
+
 TEST_F(PipelineGpu, PayloadsPlacedInStretchesAreUploadedByIngestBeforeTheStagesReadThem) {
   const FrameShape shape = test::small_shape();  // 768 bytes: stretches of 100 bytes, the last shorter
   std::vector<std::unique_ptr<Stage>> stages;

@@ -63,7 +63,9 @@ struct DaemonConfig {
 
 struct DeviceConfig {
   Backend backend = Backend::automatic;
-  std::vector<std::int64_t> gpus;  // the GPU to use (one id today); empty: the first
+  std::vector<std::int64_t> gpus;  // the GPUs to use, a lane each; empty: every GPU of the host
+  std::int64_t cpu_lanes = 1;      // lanes on the CPU backend, sharing the host's cores
+  std::int64_t cpu_threads = 0;    // the CPU backend's threads, shared by its lanes; 0: every hardware thread
   bool operator==(const DeviceConfig&) const = default;
 };
 

@@ -127,6 +127,10 @@ struct HostArrays {
 
 struct FrameSlot {
   std::uint64_t sequence = 0;
+  // The runner's own: the frame's place in the order lanes took frames (the reorder buffer's key)
+  // and the lane that took it.
+  std::uint64_t order = 0;
+  std::uint32_t lane = 0;
   replay::FrameHeader header;  // kind, element type and dimensions as received
   FrameTimes times;
   HostArrays host;

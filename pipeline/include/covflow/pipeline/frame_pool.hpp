@@ -9,6 +9,10 @@
 //   CUDA lane  host payload and host scratch pinned (cudaHostAlloc), so that copies to the device
 //              are asynchronous; device payload, covariance, eigenvalues, eigenvectors, info and
 //              scratch; the other host arrays are empty (results come back into FrameResults).
+//   pinned     the host half of a CUDA slot only (several CUDA lanes share these slots; each lane
+//              binds device arrays of its own GPU to the slot it takes).
+//   device     the device half only: a lane's own arrays (on the GPU current when the pool is
+//              made), bound to the pinned slots it processes.
 // Scratch (host or device) is the largest any one stage asks for: a stage may use it during its
 // run(), and must not expect it to hold anything afterwards.
 #pragma once
@@ -26,7 +30,7 @@
 
 namespace covflow::pipeline {
 
-enum class SlotMemory { host, cuda };
+enum class SlotMemory { host, cuda, pinned, device };
 
 struct PoolOptions {
   std::size_t slots = 8;
@@ -43,6 +47,8 @@ class FramePool {
   FramePool(const FramePool&) = delete;
   FramePool& operator=(const FramePool&) = delete;
 
+  // Slot `i` of the pool, free or not (a device pool's arrays are taken by index).
+  FrameSlot& slot(std::size_t i) { return slots_.at(i)->slot; }
   // A free slot, waiting up to `wait` for one; nullptr when none came free. The slot is handed out
   // as the last user left it: the runner resets what it needs (results, stage records). The
   // caller holds it once.

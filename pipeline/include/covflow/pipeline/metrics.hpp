@@ -100,6 +100,25 @@ struct InputSnapshot {
 // thread wakes within tens of microseconds, so a millisecond means it was held up.
 inline constexpr double kLateTakeMs = 1.0;
 
+// One lane of the runner (a GPU, or a CPU lane): the frames it took and how they left it. A frame
+// a lane finished still goes through the reorder buffer (and the in-sequence stages) before it is
+// done, so `latency` is arrival → the lane's last stage, and end_to_end can only be later.
+struct LaneSnapshot {
+  std::string name;                // "cuda:1", "cpu:0"
+  std::uint64_t taken = 0;         // frames the lane took from the queue
+  std::uint64_t finished = 0;      // frames it ran through its stages
+  std::uint64_t dropped = 0;       // frames it took and dropped: a stage's error, a stop (in frames_dropped too)
+  LatencySummary latency;          // arrival → the lane's last stage, of the finished frames
+};
+
+// The reorder buffer between several lanes and the in-sequence stages (empty with one lane).
+struct ReorderSnapshot {
+  std::uint64_t in_order = 0;       // frames passed on in the order the lanes took them
+  std::uint64_t out_of_order = 0;   // passed on after a later frame (an earlier one outlived the budget)
+  std::uint64_t max_held = 0;       // the most finished frames held at once (waiting for earlier ones, or their turn)
+  LatencySummary wait;              // time a finished frame waited there
+};
+
 struct MetricsSnapshot {
   double uptime_s = 0;        // since the Metrics was made or last reset
   std::uint64_t frames_in = 0;
@@ -114,6 +133,8 @@ struct MetricsSnapshot {
   double ingest_blocked_ms = 0;       // time ingest waited for room (overflow: block)
   LatencySummary end_to_end;          // arrival → last stage done
   std::vector<StageSnapshot> stages;  // in chain order
+  std::vector<LaneSnapshot> lanes;    // one per lane of the runner
+  ReorderSnapshot reorder;
   InputSnapshot input;
   // The recording of the input (pipeline.stages.publish.record_path), off the frames' path.
   struct {
@@ -145,6 +166,9 @@ class Metrics {
   // runner records into this Metrics.
   void set_stages(const std::vector<std::string>& stage_names);
   std::size_t stage_count() const { return stages_.size(); }
+  // Likewise for the runner's lanes (their names); per-lane figures start from zero.
+  void set_lanes(const std::vector<std::string>& lane_names);
+  std::size_t lane_count() const { return lanes_.size(); }
 
   // Frame accounting.
   void frame_in();                                  // in and in flight
@@ -157,6 +181,15 @@ class Metrics {
   void stage_skipped(std::size_t stage);
   void stage_failed(std::size_t stage);
   void stage_predicted(std::size_t stage, double ms);
+
+  // Lane outcomes (out-of-range lanes are ignored). Lock-free.
+  void lane_took(std::size_t lane);
+  void lane_finished(std::size_t lane, double since_arrival_ms);
+  void lane_dropped(std::size_t lane);
+  // The reorder buffer: a frame passed on (in order or not) after waiting `waited_ms` there, and
+  // the frames it holds now.
+  void reorder_passed(bool in_order, double waited_ms);
+  void reorder_held(std::size_t held);
 
   void queue_depth(std::size_t depth, std::size_t capacity);
   void ingest_blocked(double ms);
@@ -200,6 +233,14 @@ class Metrics {
   LatencyHistogram input_lag_, input_place_;
   LatencyHistogram end_to_end_;
   std::vector<std::unique_ptr<StageCounters>> stages_;
+  struct LaneCounters {
+    std::string name;
+    LatencyHistogram latency;
+    std::atomic<std::uint64_t> taken{0}, finished{0}, dropped{0};
+  };
+  std::vector<std::unique_ptr<LaneCounters>> lanes_;
+  std::atomic<std::uint64_t> reorder_in_order_{0}, reorder_out_of_order_{0}, reorder_max_held_{0};
+  LatencyHistogram reorder_wait_;
 };
 
 }  // namespace covflow::pipeline

@@ -24,9 +24,17 @@
 // frame that reached a worker, done or dropped by a stage, with its host results valid; frames
 // dropped before (overflow, shape, shutdown) are only counted.
 //
-// Lanes: one lane (one Exec, one worker) is built today. The queue is shared, and everything a
-// worker touches per frame lives in its Lane, so one lane per GPU means one Exec and one set of
-// stage instances per lane; results would then be re-ordered by sequence downstream.
+// Lanes (docs/scale.md): one per Exec given — a GPU each, or CPU lanes sharing the host's cores.
+// The queue is shared and a lane takes the next frame when it is free (on a CUDA lane, also while
+// its current frame computes, to upload it), so a frame goes to the lane that can start it first.
+// Each lane has its own worker, device state, stage state (Stage::prepare per lane) and, on CUDA,
+// its own device arrays, bound to the pinned host slot it takes. Frames leave the lanes in any
+// order; with several lanes the in-sequence stages (Stage::in_sequence: publish) run after a
+// reorder buffer on a sequencing thread, in the order the frames came in. A frame that cannot be
+// waited for within its budget (its deadline passed while an earlier frame is still on a lane) is
+// passed on ahead of it, and the earlier frame, when it comes, out of order and counted. A
+// chain with a stage that keeps state across frames (Stage::keeps_state) runs on one lane, so
+// that its state sees every frame.
 #pragma once
 
 #include <atomic>
@@ -35,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +104,10 @@ class Runner {
   // start(). `exec`, `metrics` and (after start) the input must outlive the runner.
   Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stages, linalg::Exec& exec,
          const RunnerOptions& options, Metrics& metrics, Completion on_complete = {});
+  // The same on several lanes, one per Exec (all CPU or all CUDA; std::invalid_argument
+  // otherwise, or when there is none). Each must outlive the runner.
+  Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stages, std::vector<linalg::Exec*> lanes,
+         const RunnerOptions& options, Metrics& metrics, Completion on_complete = {});
   // stop_now() if still running.
   ~Runner();
   Runner(const Runner&) = delete;
@@ -134,11 +147,18 @@ class Runner {
   // met it device_error) and ends. The process must restart to use the GPU again.
   std::string device_failure() const;
 
+  // Lanes in use (fewer than the Execs given when the chain keeps state: see single_lane_reason()).
+  std::size_t lane_count() const { return lanes_.size(); }
+  // Why the runner uses one lane though several were given ("" otherwise).
+  const std::string& single_lane_reason() const { return single_lane_reason_; }
+  // Stages run by the lanes; those from here on run after the reorder buffer (chain size: none).
+  std::size_t sequenced_from() const { return tail_begin_; }
+
   const FramePool& pool() const { return *pool_; }
   const FrameShape& shape() const { return shape_; }
   std::size_t stage_count() const { return stages_.size(); }
   const Stage& stage(std::size_t i) const { return *stages_.at(i); }
-  // The current cost estimate of stage `i` on lane 0, ms (negative: it has not run yet).
+  // The current cost estimate of stage `i` on lane 0 (an in-sequence stage: the sequencing thread), ms (negative: it has not run yet).
   double predicted_ms(std::size_t i) const;
 
  private:
@@ -153,6 +173,11 @@ class Runner {
   void enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
   void admit(replay::Frame& frame, std::int64_t arrival_ns);
   void lane_loop(Lane& lane);
+  void bind(Lane& lane, FrameSlot& slot, int parity);
+  void finish_on_lane(Lane& lane, FrameSlot& slot);
+  void forget_order(const FrameSlot& slot);
+  void sequencer_loop();
+  void run_sequenced(FrameSlot& slot);
   void process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pending, bool& pending_uploaded);
   bool should_skip(Lane& lane, std::size_t i, const FrameSlot& slot, std::size_t issued_pending);
   void record_stage_time(Lane& lane, std::size_t i, double ms);
@@ -164,13 +189,28 @@ class Runner {
 
   FrameShape shape_;
   std::vector<std::unique_ptr<Stage>> stages_;
-  linalg::Exec& exec_;
+  std::vector<linalg::Exec*> execs_;
   RunnerOptions options_;
   Metrics& metrics_;
   Completion on_complete_;
   std::unique_ptr<FramePool> pool_;
   BoundedQueue<FrameSlot*> queue_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  std::string single_lane_reason_;
+  std::size_t tail_begin_ = 0;        // first in-sequence stage with several lanes; stage count otherwise
+  std::unique_ptr<Lane> tail_;        // the sequencing thread's cost estimates (several lanes only)
+  std::thread sequencer_;
+  // The reorder buffer (several lanes): frames a lane finished, and orders that will never come
+  // (dropped after they were queued), by order; the next order to pass on.
+  struct Held {
+    FrameSlot* slot = nullptr;  // null: the frame was dropped
+    std::int64_t since_ns = 0;
+  };
+  std::mutex reorder_mutex_;
+  std::condition_variable reorder_cv_;
+  std::map<std::uint64_t, Held> held_;
+  std::uint64_t next_order_ = 1, max_passed_ = 0, last_order_ = 0;  // last_order_: ingest thread
+  std::size_t lanes_running_ = 0;
   std::unique_ptr<detail::IngestUploader> uploader_;  // CUDA: uploads what an in-place input places
   std::shared_ptr<spdlog::logger> log_;
 

@@ -34,6 +34,15 @@ class Stage {
   // calling run(), so the results the earlier stages copied back are complete; such a stage is
   // timed on the host clock.
   virtual bool needs_host_results() const { return false; }
+  // True when the stage must see the frames in the order they came in (the publish stage: results
+  // leave in sequence order). With several lanes the runner runs such a stage, and every stage
+  // after it, on its sequencing thread after the reorder buffer, on host results only (run() and
+  // collect() on the first lane's Exec, no GPU arrays). With one lane it runs on the lane.
+  virtual bool in_sequence() const { return false; }
+  // True when what the stage does to a frame depends on earlier frames through state it keeps
+  // per lane (the covariance window, the adaptive stage's factors). Several lanes would each see
+  // only the frames they took, so the runner gives such a chain one lane (docs/scale.md).
+  virtual bool keeps_state() const { return false; }
 
   // Once per lane, before any frame: reserve every workspace, plan every FFT, for frames up to
   // `shape`. Nothing may allocate in run().

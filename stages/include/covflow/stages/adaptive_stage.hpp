@@ -91,6 +91,7 @@ class AdaptiveStage final : public pipeline::Stage {
   // Warm start: enough frames to reach the downdates (the window full), then a fresh window and
   // counters back to zero (the warm-up frames are not the radar's).
   int warm_up_frames(const pipeline::FrameShape& shape) const override;
+  bool keeps_state() const override { return true; }  // the window and its factors, per cell
   void reset(linalg::Exec& exec) override;
 
   AdaptiveCounters counters() const;

@@ -35,6 +35,7 @@ class CovarianceStage final : public pipeline::Stage {
   void run(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
   // Warm start: two frames exercise the window's combination; reset() empties the window.
   int warm_up_frames(const pipeline::FrameShape& shape) const override { return config_.window > 1 ? 2 : 1; }
+  bool keeps_state() const override { return config_.window > 1; }
   void reset(linalg::Exec& exec) override;
 
   // The effective number of snapshots behind the covariance that run() produced for frame

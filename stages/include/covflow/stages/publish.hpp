@@ -34,6 +34,7 @@ class PublishStage final : public pipeline::Stage {
 
   std::string_view name() const override { return "publish"; }
   bool needs_host_results() const override { return true; }
+  bool in_sequence() const override { return true; }
   void run(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
   // Formats the frame's message (the buffer grows to its size) but sends and records nothing.
   void warm_up(pipeline::FrameSlot& frame, linalg::Exec& exec) override;
