@@ -27,6 +27,7 @@
 #include "covflow/pipeline/metrics.hpp"
 #include "covflow/pipeline/runner.hpp"
 #include "covflow/replay/format.hpp"
+#include "covflow/replay/payload_mover.hpp"
 #include "covflow/replay/writer.hpp"
 #include "covflow/stages/ingest.hpp"
 #include "covflow/stages/processing.hpp"
@@ -41,7 +42,9 @@ using Clock = std::chrono::steady_clock;
 // Frames at a fixed rate from a few pre-generated templates (generating a 128-channel covariance
 // frame takes longer than its 10 ms period), each delivered as a fresh copy with its own sequence
 // number, as a live feed would deliver it. In place (the default): the copy goes straight into the
-// pipeline's pinned frame slot, as a zero-copy receiver would write it; otherwise each frame is
+// pipeline's pinned frame slot, on the threads of a PayloadMover with its CRC taken on the way, as
+// the ZeroMQ input copies a message it received (one thread cannot copy 47 MB more than about 175
+// times a second, which capped this input below what several GPUs take); otherwise each frame is
 // handed over for the ingest thread to copy.
 class PacedInput final : public pipeline::FrameInput {
  public:
@@ -64,7 +67,8 @@ class PacedInput final : public pipeline::FrameInput {
     if (!wait_until_due(wait)) return std::nullopt;
     const replay::Frame& model = templates_[sent_ % templates_.size()];
     const replay::FrameHeader header = stamped(model.header);
-    if (model.payload.size() <= payload.size()) std::memcpy(payload.data(), model.payload.data(), model.payload.size());
+    if (model.payload.size() <= payload.size())
+      mover_.copy(std::span<const std::byte>(model.payload), payload.first(model.payload.size()));
     ++sent_;
     return header;
   }
@@ -74,6 +78,7 @@ class PacedInput final : public pipeline::FrameInput {
   std::uint64_t sent() const { return sent_; }
 
  private:
+  replay::PayloadMover mover_;
   // Sleeps until the next frame is due; false when it is not due within `wait` (or none is left).
   bool wait_until_due(std::chrono::milliseconds wait) {
     if (sent_ >= total_) return false;
