@@ -139,6 +139,23 @@ __device__ inline void turn_circle(D (&x)[N]) {
   }
 }
 
+// x[t] for a t known only at run time, without indexing the register array (which would move it
+// to local memory): an unrolled select, and its inverse.
+template <int N, class V>
+__device__ __forceinline__ V register_pick(const V (&x)[N], int t) {
+  V value = x[0];
+#pragma unroll
+  for (int w = 1; w < N; ++w)
+    if (w == t) value = x[w];
+  return value;
+}
+template <int N, class V>
+__device__ __forceinline__ void register_put(V (&x)[N], int t, V value) {
+#pragma unroll
+  for (int w = 0; w < N; ++w)
+    if (w == t) x[w] = value;
+}
+
 // e ← e − Σ_w (x_wᴴe)·x_w over the columns w in `basis`, twice (classical Gram–Schmidt; the second
 // pass makes e orthogonal to working accuracy whatever the first one cancelled). Columns unit-norm.
 template <class D, int N>
@@ -320,37 +337,48 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) warp_jacobi_kernel(Proble
         if (real_column && sigma[t] > threshold) done |= 1u << t;
         x[t] = real_column && sigma[t] > R(0) ? divided(x[t], sigma[t]) : zero;
       }
-#pragma unroll
+      // Not unrolled: a column at or below the threshold is rare, and unrolled this loop holds N
+      // copies of two Gram–Schmidt passes over N columns — most of the kernel's code, spills and
+      // compile time. x[t] and σ_t are picked out and put back by unrolled selects, so x stays in
+      // registers.
+#pragma unroll 1
       for (int t = 0; t < N; ++t) {
         if (column_of_slot<N>(t) >= n || ((done >> t) & 1u)) continue;
-        if (sigma[t] > R(0)) {
-          const D own = orthogonalised<D, N>(x, done, x[t]);
-          const R left = sqrt(warp_sum(abs2(own)));
-          if (left >= R(0.5)) {
-            x[t] = divided(own, left);
-            done |= 1u << t;
-            continue;
+        const D column = register_pick<N>(x, t);
+        const R sigma_t = register_pick<N>(sigma, t);
+        // Attempt 0 starts from the column's own direction, attempt 1 from e_c (header above).
+        D value = zero;
+#pragma unroll 1
+        for (int attempt = sigma_t > R(0) ? 0 : 1; attempt < 2; ++attempt) {
+          D start = column;
+          if (attempt == 1) {
+            R energy = R(INFINITY);
+            if (lane < m) {
+              energy = R(0);
+#pragma unroll
+              for (int w = 0; w < N; ++w)
+                if ((done >> w) & 1u) energy += abs2(x[w]);
+            }
+            int who = lane;
+#pragma unroll
+            for (int offset = 16; offset > 0; offset >>= 1) {
+              const R other = __shfl_xor_sync(kFull, energy, offset);
+              const int other_lane = __shfl_xor_sync(kFull, who, offset);
+              if (other < energy || (other == energy && other_lane < who)) {
+                energy = other;
+                who = other_lane;
+              }
+            }
+            start = lane == who ? from_real<D>(R(1)) : zero;
+          }
+          const D e = orthogonalised<D, N>(x, done, start);
+          const R left = sqrt(warp_sum(abs2(e)));
+          if (attempt == 1 || left >= R(0.5)) {
+            value = divided(e, left);
+            break;
           }
         }
-        R energy = R(INFINITY);
-        if (lane < m) {
-          energy = R(0);
-#pragma unroll
-          for (int w = 0; w < N; ++w)
-            if ((done >> w) & 1u) energy += abs2(x[w]);
-        }
-        int who = lane;
-#pragma unroll
-        for (int offset = 16; offset > 0; offset >>= 1) {
-          const R other = __shfl_xor_sync(kFull, energy, offset);
-          const int other_lane = __shfl_xor_sync(kFull, who, offset);
-          if (other < energy || (other == energy && other_lane < who)) {
-            energy = other;
-            who = other_lane;
-          }
-        }
-        const D e = orthogonalised<D, N>(x, done, lane == who ? from_real<D>(R(1)) : zero);
-        x[t] = divided(e, sqrt(warp_sum(abs2(e))));
+        register_put<N>(x, t, value);
         done |= 1u << t;
       }
     }

@@ -8,7 +8,7 @@ Needs numpy (Debian's python3-numpy, so run it with /usr/bin/python3: a pyenv `p
 lack it). Without numpy it prints SKIPPED and exits 77, which CTest reports as skipped.
 
 What is checked, for complex128, complex64, float64 and float32, UPLO L and U, (batch, n, n) and
-(n, n) inputs, random, clustered and graded spectra:
+(n, n) inputs, random spectra, and clustered and graded ones for n ≥ 8:
   * W and V have exactly the shapes and dtypes numpy.linalg.eigh returns;
   * |W - W_numpy| <= 10 n eps ||A||_2 (eigenvalues are unique, so they are compared directly);
   * eigenvectors, defined only up to a phase, by the residual ||A V - V diag(W)||_F / ||A||_F and
@@ -306,6 +306,9 @@ def main():
             for uplo in ("L", "U"):
                 for kind in ("random", "clustered", "graded"):
                     for shape in ((5, 1, 1), (5, 2, 2), (7, 8, 8), (3, 33, 33), (9, 9)):
+                        # Clustered and graded spectra need room: n ≥ 8 (each case is a process).
+                        if kind != "random" and shape[-1] < 8:
+                            continue
                         check_heev_case(covflow, tmp, rng, dtype, uplo, kind, shape, variants[(case + case // len(variants)) % len(variants)])
                         case += 1
         check_values_only(covflow, tmp, rng)
