@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,6 +26,15 @@ bool matrix_is_finite(const T* a, std::int64_t ld, int m, int n) {
     for (int i = 0; i < m; ++i)
       if (!is_finite(a[i + j * ld])) return false;
   return true;
+}
+
+// Σ|a|² over the rows × cols column-major matrix a (leading dimension ld), in double.
+template <class T>
+double norm2(const T* a, std::int64_t ld, std::int64_t rows, std::int64_t cols) {
+  double sum = 0;
+  for (std::int64_t j = 0; j < cols; ++j)
+    for (std::int64_t i = 0; i < rows; ++i) sum += std::norm(std::complex<double>(a[i + j * ld]));
+  return sum;
 }
 
 }  // namespace covflow::linalg::detail

@@ -101,15 +101,6 @@ inline std::pair<std::int64_t, std::int64_t> slot_tile(const TlrShape& shape, st
   return {i, j + (j >= i ? 1 : 0)};
 }
 
-// Σ|a|² over the rows × cols matrix a, in double.
-template <class T>
-double norm2(const T* a, std::int64_t ld, std::int64_t rows, std::int64_t cols) {
-  double sum = 0;
-  for (std::int64_t j = 0; j < cols; ++j)
-    for (std::int64_t i = 0; i < rows; ++i) sum += std::norm(std::complex<double>(a[i + j * ld]));
-  return sum;
-}
-
 // Every element of matrix c's diagonal tiles and factors NaN, its ranks max_rank: what a matrix with
 // a non-finite input becomes, so that any later use of it propagates NaN.
 template <class T>

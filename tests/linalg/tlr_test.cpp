@@ -49,15 +49,6 @@ TYPED_TEST(TlrCpu, NotPositiveDefiniteReportedWithItsColumn) {
 
 // ---- argument errors ------------------------------------------------------------------------------
 
-void expect_message(const std::function<void()>& call, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected " << fragment;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 TEST(TlrCpuErrors, BadArgumentsThrowInvalidArgument) {
   Exec exec = Exec::cpu(1);
   const TlrShape shape{10, 4, 2, 2, false}, hermitian{10, 4, 2, 2, true};
@@ -69,33 +60,33 @@ TEST(TlrCpuErrors, BadArgumentsThrowInvalidArgument) {
   std::vector<std::byte> workspace(1 << 20);
   const auto a = Batch<const f64>::packed(dense.data(), 10, 10, 2);
 
-  expect_message(
+  test::expect_invalid_argument(
       [&] {
         tlr_view<f64>(TlrShape{10, 0, 1, 1, false}, storage);
       },
       "tlr_view: shape: tile 0 must be at least 1");
-  expect_message([&] { tlr_view<f64>(TlrShape{10, 4, 5, 1, false}, storage); }, "max_rank 5 must lie in 1 … tile (4)");
-  expect_message([&] { tlr_view<f64>(shape, small); }, "tlr_view: storage holds 64 bytes");
-  expect_message([&] { validate(Tlr<f64>{shape}, "op", "X"); }, "op: X: null diag pointer");
+  test::expect_invalid_argument([&] { tlr_view<f64>(TlrShape{10, 4, 5, 1, false}, storage); }, "max_rank 5 must lie in 1 … tile (4)");
+  test::expect_invalid_argument([&] { tlr_view<f64>(shape, small); }, "tlr_view: storage holds 64 bytes");
+  test::expect_invalid_argument([&] { validate(Tlr<f64>{shape}, "op", "X"); }, "op: X: null diag pointer");
 
-  expect_message([&] { tlr_compress<f64>(exec, Batch<const f64>::packed(dense.data(), 9, 10, 2), t, info, workspace); },
+  test::expect_invalid_argument([&] { tlr_compress<f64>(exec, Batch<const f64>::packed(dense.data(), 9, 10, 2), t, info, workspace); },
                  "tlr_compress: A is 9×10 but out is 10×10");
-  expect_message(
+  test::expect_invalid_argument(
       [&] { tlr_compress<f64>(exec, Batch<const f64>::packed(dense.data(), 10, 10, 1), t, info, workspace); },
       "tlr_compress: out holds 2 matrices and A 1");
-  expect_message([&] { tlr_compress<f64>(exec, a, t, std::span(info).first(1), workspace); },
+  test::expect_invalid_argument([&] { tlr_compress<f64>(exec, a, t, std::span(info).first(1), workspace); },
                  "tlr_compress: info holds 1 entries, 2 needed");
-  expect_message([&] { tlr_compress<f64>(exec, a, t, info, std::span(workspace).first(8)); },
+  test::expect_invalid_argument([&] { tlr_compress<f64>(exec, a, t, info, std::span(workspace).first(8)); },
                  "tlr_compress: workspace holds 8 bytes");
-  expect_message([&] { tlr_compress<f64>(exec, a, t, info, workspace, TlrOptions{0.0}); },
+  test::expect_invalid_argument([&] { tlr_compress<f64>(exec, a, t, info, workspace, TlrOptions{0.0}); },
                  "tlr_compress: tolerance 0.000000 must be positive");
-  expect_message(
+  test::expect_invalid_argument(
       [&] {
         tlr_gemv<f64>(exec, Op('X'), 1.0, t, Batch<const f64>::packed(x.data(), 10, 3, 2), 0.0,
                       Batch<f64>::packed(y.data(), 10, 3, 2), workspace);
       },
       "tlr_gemv: op must be none, trans or conj_trans");
-  expect_message(
+  test::expect_invalid_argument(
       [&] {
         tlr_gemv<f64>(exec, Op::none, 1.0, t, Batch<const f64>::packed(x.data(), 10, 3, 2), 0.0,
                       Batch<f64>::packed(y.data(), 10, 2, 2), workspace);
@@ -103,17 +94,17 @@ TEST(TlrCpuErrors, BadArgumentsThrowInvalidArgument) {
       "tlr_gemv: Y is 10×2 but A is 10×10: Y needs 10 rows and 3 columns");
   const TlrShape other{10, 5, 2, 2, false};
   std::vector<std::byte> other_storage(tlr_bytes(ElementType::f64, other));
-  expect_message(
+  test::expect_invalid_argument(
       [&] {
         tlr_gemm<f64>(exec, Op::none, Op::none, 1.0, t, tlr_view<f64>(other, other_storage), 0.0,
                       Batch<f64>::packed(dense.data(), 10, 10, 2), workspace);
       },
       "tlr_gemm: A is 2 × n 10 in tiles of 4 but B is 2 × n 10 in tiles of 5");
-  expect_message([&] { tlr_potrf<f64>(exec, t, info, workspace); }, "tlr_potrf: A must be a Hermitian TLR");
-  expect_message([&] { tlr_potrs<f64>(exec, h, Batch<f64>::packed(x.data(), 9, 3, 2), info, workspace); },
+  test::expect_invalid_argument([&] { tlr_potrf<f64>(exec, t, info, workspace); }, "tlr_potrf: A must be a Hermitian TLR");
+  test::expect_invalid_argument([&] { tlr_potrs<f64>(exec, h, Batch<f64>::packed(x.data(), 9, 3, 2), info, workspace); },
                  "tlr_potrs: B is 9×3 but L is 10×10");
-  expect_message([&] { tlr_potrf_workspace<f64>(exec, shape); }, "tlr_potrf_workspace: shape must be a Hermitian TLR");
-  expect_message([&] { tlr_stats(ElementType::f64, shape, std::span<const int>(t.rank, 3)); },
+  test::expect_invalid_argument([&] { tlr_potrf_workspace<f64>(exec, shape); }, "tlr_potrf_workspace: shape must be a Hermitian TLR");
+  test::expect_invalid_argument([&] { tlr_stats(ElementType::f64, shape, std::span<const int>(t.rank, 3)); },
                  "tlr_stats: ranks hold 3 entries, 12 needed (count × slots)");
 }
 

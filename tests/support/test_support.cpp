@@ -5,6 +5,8 @@
 #include <memory>
 #include <string_view>
 
+#include "covflow/linalg/error.hpp"
+
 namespace covflow::test {
 
 std::uint64_t fresh_seed(const std::string& what) {
@@ -40,6 +42,15 @@ linalg::Exec& GpuTest::gpu() {
   static std::unique_ptr<linalg::Exec> shared;
   if (!shared) shared = std::make_unique<linalg::Exec>(linalg::Exec::cuda());
   return *shared;
+}
+
+void expect_invalid_argument(const std::function<void()>& call, const std::string& fragment) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected " << fragment;
+  } catch (const linalg::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace covflow::test

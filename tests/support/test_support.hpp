@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <complex>
+#include <functional>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -73,6 +74,10 @@ std::string gpu_required_message(const std::string& reason);
   if (::covflow::test::device_probe().available()) {          \
   } else                                                       \
     COVFLOW_SKIP_GPU_TEST(::covflow::test::device_probe().reason)
+
+// Runs `call`, which must throw linalg::InvalidArgument with `fragment` in its message; a
+// GoogleTest failure naming what was expected otherwise (no error, or another message).
+void expect_invalid_argument(const std::function<void()>& call, const std::string& fragment);
 
 // Base fixture for *_gpu_test binaries: skips with the probe's reason when no CUDA device exists
 // (fails instead under COVFLOW_REQUIRE_GPU), and otherwise offers one CUDA Exec shared by the

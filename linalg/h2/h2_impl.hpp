@@ -1,0 +1,110 @@
+// Internal: what the H² files share — the tree and block-tree builders (h2_tree.cpp), the
+// Chebyshev construction (h2_build.cpp), the CPU operations (h2_cpu.cpp: gemv, expand;
+// h2_compress.cpp: orthogonalise, compress), and small BLAS/LAPACK helpers that accept empty
+// dimensions (a rank-0 level, an empty node), which the Fortran routines reject or skip unevenly.
+// h2.cpp checks the arguments and calls these on a CPU Exec; they trust what was checked.
+#pragma once
+
+#include <algorithm>
+#include <complex>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../common/blas.hpp"
+#include "../common/cpu_helpers.hpp"
+#include "covflow/linalg/error.hpp"
+#include "covflow/linalg/exec.hpp"
+#include "covflow/linalg/h2.hpp"
+
+namespace covflow::linalg::detail::h2 {
+
+// ---- trees (h2_tree.cpp) ---------------------------------------------------------------------------
+
+H2Tree build_tree(std::span<const double> points, int dim, std::int64_t leaf_size);
+// Dual traversal from (root, root); fills both pair lists (indices included).
+void build_block_tree(const H2Tree& tree, double eta, H2Pairs& couplings, H2Pairs& dense_pairs);
+// Sorts each level's pairs (row, col) and builds row_ptr, col_ptr and col_pairs.
+void index_pairs(const H2Tree& tree, std::vector<std::vector<std::pair<int, int>>>& per_level, H2Pairs& out);
+
+// ---- construction (h2_build.cpp) ---------------------------------------------------------------
+
+template <class T>
+H2<T> build(Exec& exec, std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options);
+
+// ---- operations (h2_cpu.cpp, h2_compress.cpp) --------------------------------------------------
+
+template <class T>
+void gemv(Exec& exec, T alpha, const H2<T>& a, Batch<const T> x, T beta, Batch<T> y);
+template <class T>
+void expand(Exec& exec, const H2<T>& a, Batch<T> out);
+template <class T>
+void orthogonalize(Exec& exec, H2<T>& a);
+template <class T>
+H2CompressReport compress(Exec& exec, H2<T>& a, double tol);
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+template <class T>
+T conj_of(const T& v) {
+  if constexpr (is_complex_v<T>) return std::conj(v);
+  else return v;
+}
+
+// C := α·op(A)·op(B) + β·C for any dimensions ≥ 0: nothing when C is empty, C := β·C when the inner
+// dimension is 0 (β = 0 writes zeros), BLAS otherwise.
+template <class T>
+void gemm(char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t lda,
+          const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < m; ++i) c[i + j * ldc] = beta == T(0) ? T(0) : beta * c[i + j * ldc];
+    return;
+  }
+  blas::gemm(ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+             static_cast<int>(std::max<std::int64_t>(lda, 1)), b, static_cast<int>(std::max<std::int64_t>(ldb, 1)), beta,
+             c, static_cast<int>(std::max<std::int64_t>(ldc, 1)));
+}
+
+// Thin QR of the rows × cols matrix a (ld lda): on return a holds Q (rows × r, r = min(rows, cols))
+// and r_out (ld ldr) the r × cols upper-trapezoidal R.
+template <class T>
+void qr(std::int64_t rows, std::int64_t cols, T* a, std::int64_t lda, T* r_out, std::int64_t ldr) {
+  const std::int64_t r = std::min(rows, cols);
+  if (r == 0) return;
+  const int m = static_cast<int>(rows), n = static_cast<int>(cols), k = static_cast<int>(r),
+            ld = static_cast<int>(lda);
+  std::vector<T> tau(static_cast<std::size_t>(r));
+  T query{};
+  int info = 0;
+  blas::geqrf(m, n, a, ld, tau.data(), &query, -1, &info);
+  int lwork = std::max(1, static_cast<int>(std::real(query)));
+  blas::ungqr(m, k, k, a, ld, tau.data(), &query, -1, &info);
+  lwork = std::max(lwork, static_cast<int>(std::real(query)));
+  std::vector<T> work(static_cast<std::size_t>(lwork));
+  blas::geqrf(m, n, a, ld, tau.data(), work.data(), lwork, &info);
+  for (std::int64_t j = 0; j < cols; ++j)
+    for (std::int64_t i = 0; i < r; ++i) r_out[i + j * ldr] = i <= j ? a[i + j * lda] : T(0);
+  blas::ungqr(m, k, k, a, ld, tau.data(), work.data(), lwork, &info);
+}
+
+// Thin SVD of the rows × cols matrix a (destroyed): u (rows × min, ld rows) and σ descending.
+template <class T>
+void svd_left(std::int64_t rows, std::int64_t cols, T* a, std::int64_t lda, T* u, std::vector<real_t<T>>& sigma) {
+  const std::int64_t r = std::min(rows, cols);
+  sigma.assign(static_cast<std::size_t>(r), real_t<T>(0));
+  if (r == 0) return;
+  const int m = static_cast<int>(rows), n = static_cast<int>(cols), ld = static_cast<int>(lda);
+  T query{}, vt_dummy{};
+  int info = 0;
+  std::vector<real_t<T>> rwork(static_cast<std::size_t>(5 * r));
+  blas::gesvd('S', 'N', m, n, a, ld, sigma.data(), u, m, &vt_dummy, 1, &query, -1, rwork.data(), &info);
+  const int lwork = std::max(1, static_cast<int>(std::real(query)));
+  std::vector<T> work(static_cast<std::size_t>(lwork));
+  blas::gesvd('S', 'N', m, n, a, ld, sigma.data(), u, m, &vt_dummy, 1, work.data(), lwork, rwork.data(), &info);
+  if (info != 0) throw Error("h2: ?gesvd did not converge (info " + std::to_string(info) + ")");
+}
+
+}  // namespace covflow::linalg::detail::h2

@@ -1,0 +1,254 @@
+// H² matrices: a Hermitian n × n covariance matrix A(x_i, x_j) on n points, held as a cluster
+// tree with nested bases, coupling matrices for the admissible (far-field) blocks and dense blocks
+// for the near field — O(n) memory and matvec instead of O(n²). The construction, the compression
+// by a batched SVD per level and the representation follow W. Boukaram, G. Turkiyyah, H. Ltaief,
+// D. Keyes, "Batched QR and SVD algorithms on GPUs with applications in hierarchical matrix
+// compression", Parallel Computing 2018, §8.1–§8.3; the matvec, the orthogonalisation and the
+// truncation weighted by the couplings follow W. Boukaram, G. Turkiyyah, D. Keyes, "Hierarchical
+// matrix operations on GPUs: matrix-vector multiplication and compression", ACM TOMS 45(1), 2019
+// (the hgemv, horthog and hcompress of H2Opus); the interpolation follows S. Börm, J. Garcke,
+// "Approximating Gaussian processes with H²-matrices", ECML 2007, and the error bound of the
+// truncation S. Börm, "Efficient numerical methods for non-local operators", EMS 2010 (the
+// chapter on compression of nested bases).
+// Beyond those: complex elements, the Hermitian (not only real symmetric) form and a radar
+// clutter kernel. This is the CPU reference: on a CUDA Exec every operation throws Unavailable
+// naming itself (the GPU path, which will mirror the flat arrays below, comes later).
+//
+// Format (Hermitian: one basis tree, U = V, and S_st = S_tsᴴ):
+//   Cluster tree. A binary tree with every leaf at one depth L, built level by level: every node
+//   of a level is split in two at the mean of its points' coordinate along the widest side of
+//   its bounding box (points ≤ mean to the first child), until every node of the last level
+//   holds at most leaf_size points. When a node of more than leaf_size points would leave a side
+//   empty (its points coincide, or rounding puts the mean on an end) it is split by count
+//   instead, at the median along that side; so are all nodes from depth ⌈log₂⌈n/leaf⌉⌉ + 4 on,
+//   so that the depth stays O(log n) on any point set. Nodes of at most leaf_size points still
+//   split at the mean, and may leave a side empty: empty nodes hold nothing and take part in no
+//   block. Node t of level l (0 ≤ t < 2^l) has children 2t and 2t + 1 and holds the points
+//   [begin, end) of the tree order; `permutation` maps tree position → caller's point index.
+//   Every input and output of the API is in the caller's point order.
+//   Block tree. A dual traversal from (root, root) keeps the pairs (t, s) with t ≥ s in node
+//   order (the other triangle is their conjugate transpose). A pair of non-empty nodes is
+//   admissible when
+//       max(diam t, diam s) ≤ η · dist(t, s),  dist > 0,
+//   with diam the diagonal of the node's bounding box and dist the distance between the boxes.
+//   An admissible pair is a coupling block A_ts ≈ U_t·S_ts·U_sᴴ; an inadmissible pair splits
+//   into its children pairs, and at level L becomes a dense block.
+//   Ranks. One rank k_l per level; a node's basis may have fewer useful columns (padding columns
+//   are zero). Levels above the first level with couplings have rank 0.
+//   Flat storage, level by level (what a batched GPU kernel takes, strided, column-major):
+//     leaf_basis  2^L matrices of m × k_L, ld m (m = leaf capacity = leaf_size), leaf i at
+//                 i·m·k_L; rows past the leaf's size are zero.
+//     transfer    per level l = 1 … L: 2^l matrices of k_l × k_{l−1} (child × parent), ld k_l,
+//                 node c of level l at transfer_offset[l] + c·k_l·k_{l−1}; the parent's basis is
+//                 U_t = [U_{2t}·E_{2t}; U_{2t+1}·E_{2t+1}].
+//     coupling    per level l: the pairs [couplings.level_ptr[l], couplings.level_ptr[l+1]), each
+//                 a k_l × k_l matrix, ld k_l, pair p at coupling_offset[l] + (p − level_ptr[l])·k_l².
+//     dense       the dense pairs (all at level L) of m × m, ld m, pair p at p·m²; rows and
+//                 columns past a leaf's size are zero. The nugget is on the diagonal blocks.
+//   Pair lists (H2Pairs, plain int arrays): row/col per pair (level-local node numbers, row ≥ col),
+//   sorted by (row, col); a block-row index (BSR) row_ptr and, for the conjugate transposes, a
+//   block-column index col_ptr/col_pairs, so that every node's whole block row is reachable
+//   without a write conflict between nodes.
+//
+// Memory (bytes, h2_stats/h2_bytes; s = sizeof(T), D dense pairs, C_l coupling pairs at level l):
+//   dense      D·m²·s
+//   bases      (2^L·m·k_L + Σ_{l=1..L} 2^l·k_l·k_{l−1})·s     (leaf bases + transfers)
+//   couplings  Σ_l C_l·k_l²·s
+//   total      dense + bases + couplings; the int index arrays are reported apart (index_bytes).
+//   Compare with the dense matrix, n²·s.
+//
+// Kernels (r = ‖x − y‖₂, σ² = variance, ℓ = length; points are d = 1, 2 or 3 coordinates):
+//   exponential  σ²·exp(−r/ℓ)                                   (Matérn ν = 1/2)
+//   gaussian     σ²·exp(−r²/(2ℓ²))
+//   matern       ν = 1/2: σ²·exp(−r/ℓ);  ν = 3/2: σ²·(1 + √3·r/ℓ)·exp(−√3·r/ℓ);
+//                ν = 5/2: σ²·(1 + √5·r/ℓ + 5r²/(3ℓ²))·exp(−√5·r/ℓ)
+//   clutter      (complex element types only) the spatial covariance of diffuse clutter spread
+//                uniformly in azimuth over [θ₀ − Δ/2, θ₀ + Δ/2] at wavelength λ, on an array in
+//                the x–y plane (positions in metres), θ measured from the y axis towards x:
+//                  R(x, y) = σ²·(1/Δ)·∫ exp(j·(2π/λ)·(x − y)·u(θ)) dθ,  u(θ) = (sin θ, cos θ),
+//                (d = 1: a line array along x, u = sin θ; d = 3: z is ignored, the clutter
+//                lies in the horizontal plane). R(y, x) = conj R(x, y). Evaluated by
+//                Gauss–Legendre quadrature on N nodes with ω = (2π/λ)·D·Δ/2 the largest phase
+//                rate over the sector in the quadrature variable (D the diagonal of the points'
+//                bounding box, the largest |x − y|):  N = ⌈ω/2 + 4·ω^(1/3)⌉ + 12. A rule of
+//                N nodes is exact for polynomials of degree 2N − 1, and the Chebyshev
+//                coefficients of exp(jωt) on [−1, 1] (Bessel J_k(ω)) fall super-exponentially
+//                past k ≈ ω + c·ω^(1/3); the margin keeps the quadrature error near rounding.
+//   nugget       σ_n² added to the diagonal (H2Options::nugget ≥ 0), as measurement noise.
+//
+// Construction (h2_build): the bases of node t are the tensor Lagrange polynomials on the p^d
+// Chebyshev nodes ξ_a = c + h·cos((2a + 1)π/(2p)) of t's bounding box (sides below 10⁻⁶ of the
+// root's diagonal are widened to that, so that a flat box still has distinct nodes); the
+// transfers E_c[a, b] = L^t_b(ξ^c_a) are exact (a parent's polynomials of degree p − 1 are
+// reproduced by the child's interpolation); S_ts = K(ξ^t_a, ξ^s_b); dense blocks K(x_i, x_j).
+// Rank k = p^d at every level below the first with couplings.
+//
+// Accuracy.
+//   h2_build: the interpolation error of an asymptotically smooth kernel falls like
+//     (c·η/(1 + η))^p per block (Börm & Garcke 2007); the tests measure ‖A − A_H‖_F/‖A‖_F
+//     densely. The clutter kernel is analytic but oscillatory: its error falls once p exceeds the
+//     phase a cluster spans, ~ (2π/λ)·diam t.
+//   h2_orthogonalize: the represented matrix is unchanged up to rounding; every basis becomes
+//     orthonormal (U_tᴴU_t = diag(I_r, 0) with r = min(points of t, k_l)).
+//   h2_compress(tol): ‖A_H − Ã_H‖_F ≤ tol·‖A_H‖_F for the matrix before the call (an upper bound:
+//     the true error is usually well below). See h2_compress below for the thresholds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "covflow/linalg/batch.hpp"
+#include "covflow/linalg/exec.hpp"
+#include "covflow/linalg/types.hpp"
+
+namespace covflow::linalg {
+
+enum class H2Kernel : std::uint8_t { exponential, gaussian, matern, clutter };
+
+struct H2KernelSpec {
+  H2Kernel kind = H2Kernel::exponential;
+  double variance = 1.0;       // σ² > 0
+  double length = 0.1;         // ℓ > 0 (exponential, gaussian, matern)
+  double nu = 0.5;             // matern: 0.5, 1.5 or 2.5
+  double wavelength = 1.0;     // clutter: λ > 0, metres
+  double sector_center = 0.0;  // clutter: θ₀, radians from the y axis
+  double sector_width = 0.5;   // clutter: Δ, radians, 0 < Δ ≤ 2π
+};
+
+struct H2Options {
+  std::int64_t leaf_size = 64;  // m ≥ 1: the most points a leaf holds, and the leaf capacity
+  double eta = 0.7;             // η > 0 of the admissibility above
+  int cheb_order = 6;           // p, 1 ≤ p ≤ 32, Chebyshev nodes per dimension: rank p^d
+  double nugget = 0.0;          // σ_n² ≥ 0 on the diagonal
+};
+
+// The cluster tree (independent of the element type).
+struct H2Tree {
+  std::int64_t n = 0;
+  int dim = 0;
+  int depth = 0;                       // L: leaves at level L, 2^L of them
+  std::int64_t leaf_capacity = 0;      // m
+  std::vector<int> permutation;        // tree position → caller's point index
+  std::vector<int> node_begin, node_end;  // heap order: node t of level l at (2^l − 1) + t
+  std::vector<double> box;             // heap order, 6 per node: lo[3], hi[3] (lo > hi when empty)
+
+  static std::int64_t heap(int level, std::int64_t t) { return (std::int64_t{1} << level) - 1 + t; }
+  std::int64_t nodes(int level) const { return std::int64_t{1} << level; }
+  int begin(int level, std::int64_t t) const { return node_begin[heap(level, t)]; }
+  int size(int level, std::int64_t t) const { return node_end[heap(level, t)] - node_begin[heap(level, t)]; }
+};
+
+// Block pairs level by level (see Format above).
+struct H2Pairs {
+  std::vector<int> level_ptr;  // L + 2: level l's pairs are [level_ptr[l], level_ptr[l + 1])
+  std::vector<int> row, col;   // per pair, level-local nodes, row ≥ col, sorted by (row, col)
+  std::vector<int> row_ptr;    // per level 2^l + 1 entries at (2^l − 1 + l): pairs of block row t
+  std::vector<int> col_ptr;    // likewise for block columns,
+  std::vector<int> col_pairs;  // the pairs sorted by (col, row)
+
+  static std::int64_t ptr_offset(int level) { return (std::int64_t{1} << level) - 1 + level; }
+  int count() const { return level_ptr.empty() ? 0 : level_ptr.back(); }
+  int count(int level) const { return level_ptr[level + 1] - level_ptr[level]; }
+};
+
+template <class T>
+struct H2 {
+  H2Tree tree;
+  H2Pairs couplings;          // admissible pairs
+  H2Pairs dense_pairs;        // inadmissible leaf pairs (level L only)
+  std::vector<int> rank;      // k_l, l = 0 … L
+  std::vector<T> leaf_basis;  // 2^L × (m × k_L)
+  std::vector<T> transfer;    // level l at transfer_offset[l] (l ≥ 1)
+  std::vector<std::int64_t> transfer_offset;  // L + 2
+  std::vector<T> coupling;    // level l at coupling_offset[l]
+  std::vector<std::int64_t> coupling_offset;  // L + 2
+  std::vector<T> dense;       // D × (m × m)
+  bool orthogonal = false;    // set by h2_orthogonalize and h2_compress
+
+  const T* leaf(std::int64_t i) const { return leaf_basis.data() + i * tree.leaf_capacity * rank[tree.depth]; }
+  const T* transfer_of(int level, std::int64_t c) const {
+    return transfer.data() + transfer_offset[level] + c * rank[level] * rank[level - 1];
+  }
+  const T* coupling_of(int level, int pair) const {
+    return coupling.data() + coupling_offset[level] +
+           std::int64_t{pair - couplings.level_ptr[level]} * rank[level] * rank[level];
+  }
+  const T* dense_of(int pair) const { return dense.data() + std::int64_t{pair} * tree.leaf_capacity * tree.leaf_capacity; }
+};
+
+struct H2Stats {
+  std::int64_t n = 0;
+  int depth = 0;
+  std::int64_t leaf_capacity = 0;
+  std::vector<int> ranks;                      // k_l
+  std::vector<std::int64_t> coupling_blocks;   // C_l
+  std::int64_t dense_blocks = 0;               // D
+  std::size_t dense_bytes = 0;                 // D·m²·s
+  std::size_t leaf_basis_bytes = 0;            // 2^L·m·k_L·s
+  std::size_t transfer_bytes = 0;              // Σ 2^l·k_l·k_{l−1}·s
+  std::size_t basis_bytes = 0;                 // leaf bases + transfers
+  std::size_t coupling_bytes = 0;              // Σ C_l·k_l²·s
+  std::size_t total_bytes = 0;                 // dense + bases + couplings
+  std::size_t index_bytes = 0;                 // the int arrays of the tree and the pair lists
+  std::size_t dense_matrix_bytes = 0;          // n²·s
+};
+
+template <class T>
+H2Stats h2_stats(const H2<T>& a);
+template <class T>
+std::size_t h2_bytes(const H2<T>& a);  // h2_stats(a).total_bytes
+
+// Builds A(x_i, x_j) (+ nugget on the diagonal) from n points, point i's d coordinates at
+// points[i·dim … i·dim + dim). Throws InvalidArgument naming the argument: n = 0, dim ∉ {1, 2, 3},
+// points.size() ≠ n·dim, a non-finite coordinate, leaf_size < 1, cheb_order < 1, η ≤ 0, a bad
+// kernel parameter, nugget < 0, or the clutter kernel for a real element type.
+template <class T>
+H2<T> h2_build(Exec& exec, std::span<const double> points, int dim, const H2KernelSpec& kernel,
+               const H2Options& options = {});
+
+// Y = α·A·X + β·Y; X and Y one matrix each (count 1) of n × nvec, column-major, ld ≥ n, in the
+// caller's point order. β = 0 does not read Y. Phases as H2Opus's hgemv: upsweep
+// (x̂ = U_tᴴ·x at the leaves, then E_cᴴ up), the couplings of each level (both triangles),
+// downsweep (E_c down, then U_t at the leaves), the dense blocks; each a loop over one level's
+// strided arrays, across the Exec's thread pool.
+template <class T>
+void h2_gemv(Exec& exec, T alpha, const H2<T>& a, Batch<const T> x, T beta, Batch<T> y);
+
+// The dense n × n matrix A_H (both triangles) in the caller's point order; out is one matrix
+// (count 1), every element written. For tests and small n.
+template <class T>
+void h2_expand(Exec& exec, const H2<T>& a, Batch<T> out);
+
+// Makes every basis orthonormal without changing A_H (up to rounding): a QR of each leaf basis,
+// U_t = Q_t·R_t, then level by level upward a QR of the stacked [R_{c1}·E_{c1}; R_{c2}·E_{c2}]
+// whose Q gives the new transfers and whose R the parent's R_t; couplings S_ts ← R_t·S_ts·R_sᴴ.
+// Ranks become k'_L = min(m, k_L), k'_{l−1} = min(2k'_l, k_{l−1}).
+template <class T>
+void h2_orthogonalize(Exec& exec, H2<T>& a);
+
+struct H2CompressReport {
+  std::vector<int> ranks_before, ranks_after;
+  std::size_t bytes_before = 0, bytes_after = 0;  // h2_bytes
+  double tolerance = 0;       // requested, relative
+  double norm = 0;            // ‖A_H‖_F before, exact from the couplings and dense blocks
+  double node_threshold = 0;  // τ: each node drops Σσ² ≤ τ² of its weighted basis
+  double error_bound = 0;     // √(2·Σ_t dropped_t)/‖A_H‖_F ≤ tolerance: the guarantee achieved
+};
+
+// Recompresses A_H so that ‖A_H − Ã_H‖_F ≤ tol·‖A_H‖_F (Boukaram, Turkiyyah & Keyes 2019, the
+// compression section; H2Opus hcompress). Orthogonalises first when needed. Then a downsweep forms each node's weight
+// Z_t, the R factor of the stacked [Z_parent·E_tᴴ; S_ts1ᴴ; S_ts2ᴴ; …] over t's whole block row
+// (both triangles), so that Z_tᴴZ_t is the Gram matrix of everything U_t multiplies; an upsweep
+// truncates each node's weighted basis by an SVD (leaves: Z_tᴴ; inner nodes: the projected
+// stacked transfers times Z_tᴴ), the new level rank the maximum over the level's nodes; the
+// couplings are projected, S ← T_t·S_ts·T_sᴴ. Thresholds: with orthonormal nested bases the error
+// is at most √(2·Σ_t δ_t²), δ_t² what node t drops (Börm 2010, compression chapter: the row and
+// column projections are orthogonal parts; each node's weight covers both triangles, so the Hermitian
+// mirror blocks are counted), and each of the N nodes with a nonzero rank gets
+// τ² = tol²·‖A_H‖_F²/(2N). Throws InvalidArgument unless tol > 0 and finite.
+template <class T>
+H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol);
+
+}  // namespace covflow::linalg
