@@ -16,6 +16,7 @@
 #include <complex>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -450,13 +451,6 @@ std::string rsvd_reason(std::int32_t status, bool hermitian) {
   return "status " + std::to_string(status);
 }
 
-// A number as the user would type it: "1e-06", "0.25".
-std::string number_text(double x) {
-  std::ostringstream text;
-  text << x;
-  return text.str();
-}
-
 // linalg refuses with InvalidArgument the options that do not fit this input (a tolerance below
 // what the precision can confirm): the command line chose them, so it is a usage error, in
 // linalg's words after the input they do not fit.
@@ -887,10 +881,15 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       "compress", "Compress matrices to tile low-rank (TLR) form in an .npz archive (layout: docs/cli.md)");
   compress_->add_option("input", compress_input_, "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
       ->required();
-  compress_->add_option("--format", compress_request_.format, "Compressed form: tlr (tile low-rank)")
+  compress_->add_option("--format", compress_request_.format,
+                        "Compressed form: tlr (tile low-rank); h2 (from a dense matrix) is not built yet: covflow "
+                        "linalg h2 build builds an H² matrix from a kernel")
       ->capture_default_str();
-  compress_->add_option("--tile", compress_request_.tile, "Tile size b: tiles of b × b, the last ragged when b does not divide n")
-      ->required();
+  compress_tile_option_ = compress_->add_option(
+      "--tile", compress_request_.tile, "Tile size b: tiles of b × b, the last ragged when b does not divide n (required with tlr)");
+  compress_->add_option("--points", compress_points_, "--format h2: P.npy, the points of the matrix's rows and columns");
+  compress_leaf_option_ = compress_->add_option("--leaf", compress_leaf_, "--format h2: the most points a leaf holds");
+  compress_eta_option_ = compress_->add_option("--eta", compress_eta_, "--format h2: admissibility parameter η");
   compress_->add_option("--tol", compress_request_.tolerance,
                         "Relative accuracy: ‖A − Ã‖_F ≤ T·‖A‖_F (--scope matrix), or per tile (--scope tile)")
       ->required();
@@ -906,19 +905,50 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 
-  expand_ = group_->add_subcommand("expand", "The dense matrices of a TLR archive (C.npz from compress)");
-  expand_->add_option("input", expand_input_, "C.npz from covflow linalg compress")->required();
+  expand_ = group_->add_subcommand("expand", "The dense matrices of a TLR or H² archive (C.npz from compress or h2 build)");
+  expand_->add_option("input", expand_input_, "C.npz from covflow linalg compress or covflow linalg h2 build")->required();
   expand_->add_option("--out", expand_output_, "Write the matrices here: (n, n) or (batch, n, n)")->required();
   expand_->add_option("--device", expand_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 
-  apply_ = group_->add_subcommand("apply", "Y = A X with A a TLR archive (C.npz from compress)");
-  apply_->add_option("archive", apply_archive_, "C.npz from covflow linalg compress")->required();
+  apply_ = group_->add_subcommand("apply", "Y = A X with A a TLR or H² archive (C.npz from compress or h2 build)");
+  apply_->add_option("archive", apply_archive_, "C.npz from covflow linalg compress or covflow linalg h2 build")->required();
   apply_->add_option("x", apply_x_, "X.npy, the archive's dtype: (n,), (n, k) or (batch, n, k); batch 1 broadcasts")
       ->required();
   apply_->add_option("--out", apply_output_, "Write Y here: (..., n) for a 1-D X, else (..., n, k)")->required();
   apply_->add_option("--device", apply_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+
+  h2_ = group_->add_subcommand("h2", "H² matrices: hierarchical matrices with nested bases (docs/h2.md)");
+  h2_->require_subcommand(1);
+  h2_build_ = h2_->add_subcommand(
+      "build", "Build an H² covariance matrix from a kernel on points (Chebyshev interpolation), optionally recompress "
+               "it to a tolerance, into an .npz archive (layout: docs/cli.md)");
+  H2BuildRequest& b = h2_request_;
+  h2_build_->add_option("--points", h2_points_, "P.npy: (n, d) coordinates, d = 1, 2 or 3; float64 or float32")
+      ->required();
+  h2_build_->add_option("--kernel", b.kernel, "exponential, gaussian, matern or clutter (complex dtypes only)")
+      ->required();
+  h2_variance_option_ = h2_build_->add_option("--variance", h2_variance_, "σ² (default 1)");
+  h2_length_option_ = h2_build_->add_option("--length", h2_length_, "ℓ of exponential, gaussian, matern (default 0.1)");
+  h2_nu_option_ = h2_build_->add_option("--nu", h2_nu_, "matern's ν: 0.5, 1.5 or 2.5 (default 0.5)");
+  h2_wavelength_option_ = h2_build_->add_option("--wavelength", h2_wavelength_, "clutter: λ in the points' unit (default 1)");
+  h2_sector_center_option_ =
+      h2_build_->add_option("--sector-center", h2_sector_center_, "clutter: θ₀, radians from the y axis (default 0)");
+  h2_sector_width_option_ =
+      h2_build_->add_option("--sector-width", h2_sector_width_, "clutter: Δ, radians, 0 < Δ ≤ 2π (default 0.5)");
+  h2_build_->add_option("--nugget", b.nugget, "σ_n² added to the diagonal")->capture_default_str();
+  h2_build_->add_option("--leaf", b.leaf, "The most points a leaf holds (m)")->capture_default_str();
+  h2_build_->add_option("--eta", b.eta, "Admissibility: max(diam t, diam s) ≤ η·dist(t, s)")->capture_default_str();
+  h2_build_->add_option("--order", b.order, "Chebyshev nodes per dimension p (rank p^d), 1 … 32")->capture_default_str();
+  h2_tolerance_option_ = h2_build_->add_option(
+      "--tol", h2_tolerance_, "Recompress (h2_orthogonalize + h2_compress): ‖A_H − Ã_H‖_F ≤ T·‖A_H‖_F");
+  h2_build_->add_option("--dtype", b.dtype, "complex128, complex64, float64 or float32 (default: complex128 for "
+                                            "clutter, float64 otherwise)");
+  h2_build_->add_option("--out", h2_output_, "Write the archive here (C.npz)")->required();
+  h2_build_->add_option("--device", h2_device_, "cpu, cuda, or auto (cuda when a GPU is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();
 }
@@ -1003,6 +1033,13 @@ int LinalgCommands::run(std::ostream& out, std::ostream& err) const {
     CompressRequest request = compress_request_;
     request.input = compress_input_;
     request.output = compress_output_;
+    request.points = compress_points_;
+    if (compress_leaf_option_->count() > 0) request.leaf = compress_leaf_;
+    if (compress_eta_option_->count() > 0) request.eta = compress_eta_;
+    if (request.format == "tlr" && compress_tile_option_->count() == 0) {
+      err << "covflow linalg compress: error: --tile is required with --format tlr\n";
+      return exit_code::usage;
+    }
     if (compress_max_rank_option_->count() > 0) request.max_rank = compress_max_rank_;
     request.scope = compress_scope_ == "tile" ? la::TlrScope::tile : la::TlrScope::matrix;
     request.device = parse_device(compress_device_);
@@ -1022,6 +1059,23 @@ int LinalgCommands::run(std::ostream& out, std::ostream& err) const {
     request.output = apply_output_;
     request.device = parse_device(apply_device_);
     return run_apply(request, out, err);
+  }
+  if (h2_build_->parsed()) {
+    H2BuildRequest request = h2_request_;
+    request.points = h2_points_;
+    request.output = h2_output_;
+    const auto optional = [](const CLI::Option* option, double value) {
+      return option->count() > 0 ? std::optional<double>(value) : std::nullopt;
+    };
+    request.variance = optional(h2_variance_option_, h2_variance_);
+    request.length = optional(h2_length_option_, h2_length_);
+    request.nu = optional(h2_nu_option_, h2_nu_);
+    request.wavelength = optional(h2_wavelength_option_, h2_wavelength_);
+    request.sector_center = optional(h2_sector_center_option_, h2_sector_center_);
+    request.sector_width = optional(h2_sector_width_option_, h2_sector_width_);
+    request.tolerance = optional(h2_tolerance_option_, h2_tolerance_);
+    request.device = parse_device(h2_device_);
+    return run_h2_build(request, out, err);
   }
   return exit_code::usage;
 }

@@ -13,6 +13,8 @@
 //   covflow linalg solve A.npy B.npy --out X.npy [--assume general|positive] [--device cpu|cuda|auto]
 //   covflow linalg compress A.npy --format tlr --tile B --tol T [--max-rank K] [--scope matrix|tile]
 //        [--hermitian] --out C.npz [--device cpu|cuda|auto]
+//   covflow linalg h2 build --points P.npy --kernel exponential|gaussian|matern|clutter [kernel options]
+//        [--leaf M --eta E --order P] [--tol T] [--dtype D] --out C.npz [--device cpu|cuda|auto]
 //   covflow linalg expand C.npz --out A.npy [--device cpu|cuda|auto]
 //   covflow linalg apply C.npz X.npy --out Y.npy [--device cpu|cuda|auto]
 //   covflow linalg solve C.npz B.npy --out X.npy [--device cpu|cuda|auto]
@@ -41,6 +43,8 @@
 //
 // compress, expand and apply, and solve on an .npz archive, work on tile low-rank matrices
 // (linalg/tlr.hpp) kept in an .npz archive whose members docs/cli.md describes (tlr_cli.cpp).
+// h2 build writes an H² matrix (linalg/h2.hpp) built from a kernel on points into an .npz archive
+// of its own layout (h2_cli.cpp, docs/cli.md); expand and apply recognise it by its `format` member.
 //
 // Each run_* function returns an exit code from common/exit_codes.hpp and reports problems on
 // `err`, one line each, starting with the command and the file they concern.
@@ -54,6 +58,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "covflow/linalg/h2.hpp"
 #include "covflow/linalg/rsvd.hpp"
 #include "covflow/linalg/tlr.hpp"
 
@@ -181,7 +186,10 @@ int run_solve(const SolveRequest& request, std::ostream& out, std::ostream& err)
 struct CompressRequest {
   std::filesystem::path input;   // A.npy: (n, n) or (batch, n, n)
   std::filesystem::path output;  // C.npz, the layout docs/cli.md gives
-  std::string format = "tlr";    // only tlr
+  std::string format = "tlr";    // tlr; h2 is refused (construction from a dense matrix is not built yet)
+  std::filesystem::path points;  // --format h2: P.npy
+  std::optional<std::int64_t> leaf;  // --format h2
+  std::optional<double> eta;         // --format h2
   std::int64_t tile = 0;         // b
   double tolerance = 0;
   std::optional<std::int64_t> max_rank;  // default: the tile size
@@ -201,7 +209,7 @@ struct ExpandRequest {
   DeviceChoice device = DeviceChoice::automatic;
 };
 
-// linalg::tlr_expand: the dense matrices an archive stands for.
+// linalg::tlr_expand (or h2_expand for an H² archive): the dense matrices an archive stands for.
 int run_expand(const ExpandRequest& request, std::ostream& out, std::ostream& err);
 
 struct ApplyRequest {
@@ -211,13 +219,36 @@ struct ApplyRequest {
   DeviceChoice device = DeviceChoice::automatic;
 };
 
-// linalg::tlr_gemv.
+// linalg::tlr_gemv, or h2_gemv for an H² archive.
 int run_apply(const ApplyRequest& request, std::ostream& out, std::ostream& err);
 
 // `covflow linalg solve C.npz B.npy`: linalg::tlr_potrf and tlr_potrs on a Hermitian archive,
 // B's shapes as for a dense A. run_solve calls it for an archive (is_archive); a matrix that is
 // not positive definite is written as NaN, named, and the exit code is exit_code::numerical.
 int run_tlr_solve(const SolveRequest& request, std::ostream& out, std::ostream& err);
+
+struct H2BuildRequest {
+  std::filesystem::path points;  // P.npy: (n, d) or (n,), d = 1, 2, 3; float64 or float32
+  std::filesystem::path output;  // C.npz, the layout docs/cli.md gives
+  std::string kernel;            // exponential, gaussian, matern or clutter
+  // Kernel parameters: linalg::H2KernelSpec's defaults unless given; one that the kernel does not
+  // take is refused.
+  std::optional<double> variance, length, nu, wavelength, sector_center, sector_width;
+  double nugget = linalg::H2Options{}.nugget;
+  std::int64_t leaf = linalg::H2Options{}.leaf_size;
+  double eta = linalg::H2Options{}.eta;
+  int order = linalg::H2Options{}.cheb_order;
+  std::optional<double> tolerance;  // h2_orthogonalize + h2_compress(tol) after the build
+  std::string dtype;                // empty: complex128 for clutter, float64 otherwise
+  DeviceChoice device = DeviceChoice::automatic;
+};
+
+// `covflow linalg h2 build`: linalg::h2_build from a kernel on points, then (with a tolerance)
+// h2_orthogonalize and h2_compress, into an .npz archive; one summary line on `out`. Bad options
+// (an unknown kernel, a parameter the kernel does not take, clutter with a real dtype) are
+// exit_code::usage; a points file of the wrong shape or type, or with a NaN or an Inf, is
+// exit_code::input_damaged.
+int run_h2_build(const H2BuildRequest& request, std::ostream& out, std::ostream& err);
 
 // An .npz name, or a file that starts as a ZIP archive does.
 bool is_archive(const std::filesystem::path& file);
@@ -246,6 +277,8 @@ class LinalgCommands {
   CLI::App* compress_ = nullptr;
   CLI::App* expand_ = nullptr;
   CLI::App* apply_ = nullptr;
+  CLI::App* h2_ = nullptr;
+  CLI::App* h2_build_ = nullptr;
   std::string heev_input_, heev_values_, heev_vectors_, heev_device_ = "auto", heev_uplo_ = "L";
   std::string chol_factor_, chol_update_, chol_output_, chol_sign_, chol_device_ = "auto";
   std::string qr_input_, qr_q_, qr_r_, qr_device_ = "auto";
@@ -261,6 +294,23 @@ class LinalgCommands {
   std::int64_t compress_max_rank_ = 0;
   std::string expand_input_, expand_output_, expand_device_ = "auto";
   std::string apply_archive_, apply_x_, apply_output_, apply_device_ = "auto";
+  CLI::Option* compress_tile_option_ = nullptr;
+  CLI::Option* compress_leaf_option_ = nullptr;
+  CLI::Option* compress_eta_option_ = nullptr;
+  std::string compress_points_;
+  std::int64_t compress_leaf_ = 0;
+  double compress_eta_ = 0;
+  H2BuildRequest h2_request_;  // the numeric options, written by CLI11
+  std::string h2_points_, h2_output_, h2_device_ = "auto";
+  double h2_variance_ = 0, h2_length_ = 0, h2_nu_ = 0, h2_wavelength_ = 0, h2_sector_center_ = 0, h2_sector_width_ = 0,
+         h2_tolerance_ = 0;
+  CLI::Option* h2_variance_option_ = nullptr;
+  CLI::Option* h2_length_option_ = nullptr;
+  CLI::Option* h2_nu_option_ = nullptr;
+  CLI::Option* h2_wavelength_option_ = nullptr;
+  CLI::Option* h2_sector_center_option_ = nullptr;
+  CLI::Option* h2_sector_width_option_ = nullptr;
+  CLI::Option* h2_tolerance_option_ = nullptr;
   RsvdRequest rsvd_request_;  // the numeric options and flags, written by CLI11
   int rsvd_rank_ = 0, rsvd_max_rank_ = 0;
   double rsvd_tolerance_ = 0;

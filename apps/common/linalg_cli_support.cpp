@@ -2,6 +2,7 @@
 #include "common/linalg_cli_support.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 namespace covflow::cli::detail {
 namespace {
@@ -17,6 +18,19 @@ int exit_code_for(const io::NpyError& error) {
 }
 
 }  // namespace
+
+std::string number_text(double x) {
+  std::ostringstream text;
+  text << x;
+  return text.str();
+}
+
+std::string percent_text(double x) {
+  std::ostringstream text;
+  text.precision(3);
+  text << x << " %";
+  return text.str();
+}
 
 void fail(int code, std::string message) { throw Failure{code, std::move(message)}; }
 
@@ -147,6 +161,26 @@ DeviceChoice parse_device(const std::string& text) {
   if (text == "cpu") return DeviceChoice::cpu;
   if (text == "cuda") return DeviceChoice::cuda;
   return DeviceChoice::automatic;
+}
+
+std::vector<io::NpzMember> read_archive(const path& file) {
+  try {
+    return io::read_npz(file);
+  } catch (const io::NpyError& e) {
+    fail(e.kind() == io::NpyError::Kind::io ? exit_code::io : exit_code::input_damaged, e.what());
+  }
+}
+
+ArchiveFormat archive_format(const std::vector<io::NpzMember>& members, const path& file) {
+  const io::NpzMember* m = io::find_member(members, "format");
+  if (m == nullptr) return ArchiveFormat::tlr;
+  std::int32_t value = 0;
+  if (m->array.dtype == io::NpyDtype::int32 && m->array.shape.empty()) std::memcpy(&value, m->array.bytes.data(), 4);
+  else fail(exit_code::input_damaged, file.string() + ": 'format' is " + describe(m->array) + ", expected () int32");
+  if (value == static_cast<std::int32_t>(ArchiveFormat::tlr)) return ArchiveFormat::tlr;
+  if (value == static_cast<std::int32_t>(ArchiveFormat::h2)) return ArchiveFormat::h2;
+  fail(exit_code::input_damaged, file.string() + ": archive format " + std::to_string(value) +
+                                     " is not one this covflow reads (1 TLR, 2 H²)");
 }
 
 }  // namespace covflow::cli::detail

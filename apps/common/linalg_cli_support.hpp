@@ -26,6 +26,7 @@
 #include "common/exit_codes.hpp"
 #include "common/linalg_cli.hpp"
 #include "covflow/io/npy.hpp"
+#include "covflow/io/npz.hpp"
 #include "covflow/linalg/device.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/exec.hpp"
@@ -234,5 +235,27 @@ int by_dtype(io::NpyDtype dtype, Args&&... args) {
   }
   fail(exit_code::internal_error, "unhandled dtype");
 }
+
+// ---- compressed-matrix archives (tlr_cli.cpp, h2_cli.cpp) ----------------------------------------
+
+// A number as an ostream writes it by default (1e-06, 0.1, 36); a percentage to 3 digits, "62.8 %".
+std::string number_text(double x);
+std::string percent_text(double x);
+
+// read_npz with its errors turned into Failures (io, or input_damaged).
+std::vector<io::NpzMember> read_archive(const path& file);
+
+// Which compressed form an archive holds: its `format` member, () int32, 1 TLR or 2 H²; an archive
+// without one is TLR (the TLR archives of format_version 1 carry none). Any other value or type is
+// a Failure (input_damaged) naming the archive.
+enum class ArchiveFormat { tlr = 1, h2 = 2 };
+ArchiveFormat archive_format(const std::vector<io::NpzMember>& members, const path& file);
+
+// expand and apply on an H² archive (h2_cli.cpp); run_expand and run_apply call them inside their
+// guard once archive_format says h2.
+int h2_expand_archive(const ExpandRequest& request, const std::vector<io::NpzMember>& members, std::ostream& out,
+                      std::ostream& err);
+int h2_apply_archive(const ApplyRequest& request, const std::vector<io::NpzMember>& members, std::ostream& out,
+                     std::ostream& err);
 
 }  // namespace covflow::cli::detail

@@ -49,19 +49,6 @@ namespace {
 
 constexpr std::int32_t kFormatVersion = 1;
 
-std::string number_text(double x) {
-  std::ostringstream text;
-  text << x;
-  return text.str();
-}
-
-std::string percent_text(double x) {
-  std::ostringstream text;
-  text.precision(3);
-  text << x << " %";
-  return text.str();
-}
-
 // A host array as the Exec sees it: the array itself on the CPU; on a CUDA Exec a device copy,
 // uploaded when made (when `upload`) and downloaded by back(). The library's TLR storage is one
 // block whose parts sit at offsets from its start (tlr_view), so a copy of the block is a copy
@@ -231,13 +218,9 @@ struct Archive {
   }
 };
 
-Archive load_archive(const path& file) {
+Archive load_archive(const path& file, std::vector<io::NpzMember> members) {
   Archive a;
-  try {
-    a.members = io::read_npz(file);
-  } catch (const io::NpyError& e) {
-    fail(e.kind() == io::NpyError::Kind::io ? exit_code::io : exit_code::input_damaged, e.what());
-  }
+  a.members = std::move(members);
   const std::string where = file.string();
   auto damaged = [&](const std::string& what) {
     fail(exit_code::input_damaged, where + ": not a covflow TLR archive: " + what);
@@ -336,6 +319,15 @@ Archive load_archive(const path& file) {
     damaged(e.what());
   }
   return a;
+}
+
+// A TLR archive, or a Failure naming the archive when it holds another compressed form.
+Archive load_archive(const path& file, const char* command) {
+  std::vector<io::NpzMember> members = read_archive(file);
+  if (archive_format(members, file) != ArchiveFormat::tlr)
+    fail(exit_code::input_damaged, file.string() + ": an H² archive (covflow linalg h2 build); " + command +
+                                       " takes TLR archives (covflow linalg compress)");
+  return load_archive(file, std::move(members));
 }
 
 // The archive's tiles in the library's storage: transposed back to column-major, the padding of
@@ -655,9 +647,15 @@ void require_distinct(const path& input, const path& output, const char* input_n
 
 int run_compress(const CompressRequest& request, std::ostream& out, std::ostream& err) {
   return guarded("covflow linalg compress", err, [&]() -> int {
+    if (request.format == "h2")
+      fail(exit_code::usage, "--format h2: building an H² matrix from a dense matrix is not built yet (a sample "
+                             "covariance has no kernel to interpolate); covflow linalg h2 build builds one from a "
+                             "kernel on points (docs/h2.md)");
     if (request.format != "tlr")
       fail(exit_code::usage, "--format " + request.format +
                                  ": covflow linalg compress writes --format tlr (tile low-rank) only");
+    if (!request.points.empty() || request.leaf || request.eta)
+      fail(exit_code::usage, "--points, --leaf and --eta belong to --format h2, not --format tlr");
     if (request.output.empty()) fail(exit_code::usage, "--out is required");
     if (request.tile < 1) fail(exit_code::usage, "--tile must be at least 1, got " + std::to_string(request.tile));
     if (!(request.tolerance > 0) || !std::isfinite(request.tolerance))
@@ -684,7 +682,10 @@ int run_expand(const ExpandRequest& request, std::ostream& out, std::ostream& er
   return guarded("covflow linalg expand", err, [&]() -> int {
     if (request.output.empty()) fail(exit_code::usage, "--out is required");
     require_distinct(request.input, request.output, "the archive");
-    const Archive a = load_archive(request.input);
+    std::vector<io::NpzMember> members = read_archive(request.input);
+    if (archive_format(members, request.input) == ArchiveFormat::h2)
+      return h2_expand_archive(request, members, out, err);
+    const Archive a = load_archive(request.input, std::move(members));
     return by_dtype<Expand>(a.dtype, request, a, out, err);
   });
 }
@@ -694,7 +695,10 @@ int run_apply(const ApplyRequest& request, std::ostream& out, std::ostream& err)
     if (request.output.empty()) fail(exit_code::usage, "--out is required");
     require_distinct(request.archive, request.output, "the archive");
     require_distinct(request.x, request.output, "X");
-    const Archive a = load_archive(request.archive);
+    std::vector<io::NpzMember> members = read_archive(request.archive);
+    if (archive_format(members, request.archive) == ArchiveFormat::h2)
+      return h2_apply_archive(request, members, out, err);
+    const Archive a = load_archive(request.archive, std::move(members));
     const io::NpyArray x = load(request.x);
     const RhsPlan p = plan_rhs(a, request.archive, x, request.x);
     return by_dtype<Apply>(a.dtype, request, a, x, p, out, err);
@@ -704,7 +708,7 @@ int run_apply(const ApplyRequest& request, std::ostream& out, std::ostream& err)
 int run_tlr_solve(const SolveRequest& request, std::ostream& out, std::ostream& err) {
   return guarded("covflow linalg solve", err, [&]() -> int {
     if (request.output.empty()) fail(exit_code::usage, "--out is required");
-    const Archive a = load_archive(request.a);
+    const Archive a = load_archive(request.a, "covflow linalg solve");
     if (!a.shape.hermitian)
       fail(exit_code::input_damaged, request.a.string() + ": solve takes a Hermitian positive definite TLR archive "
                                                           "(covflow linalg compress --hermitian), this one is general");

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <sstream>
 #include <string>
 
 #include "../common/checks.hpp"
@@ -20,9 +21,11 @@ void require_cpu(const Exec& exec, const char* op) {
     throw Unavailable(std::string(op) + ": not supported on the CUDA backend yet: H² matrices run on the CPU backend only");
 }
 
+// As an ostream writes it (-1, 1e-06, 0.1), not std::to_string's fixed six decimals.
 std::string number(double v) {
-  std::string s = std::to_string(v);
-  return s;
+  std::ostringstream text;
+  text << v;
+  return text.str();
 }
 
 // The arrays of an H² matrix agree with its tree, ranks and pair lists (what h2_build leaves and the
