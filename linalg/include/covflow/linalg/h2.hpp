@@ -11,8 +11,9 @@
 // truncation S. Börm, "Efficient numerical methods for non-local operators", EMS 2010 (the
 // chapter on compression of nested bases).
 // Beyond those: complex elements, the Hermitian (not only real symmetric) form and a radar
-// clutter kernel. This is the CPU reference: on a CUDA Exec every operation throws Unavailable
-// naming itself (the GPU path, which will mirror the flat arrays below, comes later).
+// clutter kernel. The operations of this first part run on the CPU backend (on a CUDA Exec they throw
+// Unavailable naming themselves); the device mirror H2Device<T> with its matvec, holding the same
+// flat arrays, is declared at the end (CUDA builds).
 //
 // Format (Hermitian: one basis tree, U = V, and S_st = S_tsᴴ):
 //   Cluster tree. A binary tree with every leaf at one depth L, built level by level: every node
@@ -252,3 +253,154 @@ template <class T>
 H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol);
 
 }  // namespace covflow::linalg
+
+// =================================================================================================
+// H² matrices on a CUDA device
+// =================================================================================================
+//
+// CUDA. What exists on the GPU now: h2_upload (an H2<T> built on the CPU → an H2Device<T>),
+// h2_download (back, for tests and checks) and h2_gemv on an H2Device<T>. Construction
+// (h2_build), expansion, orthogonalisation and compression still run on the CPU only: build and
+// compress there, then upload once. Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
+//
+// Storage. H2Device<T> holds the flat arrays and pair lists of H2<T> unchanged (same layouts, see
+// Format above) in one device allocation: the tree's permutation, node_begin and node_end, both pair
+// lists' row, col, row_ptr, col_ptr and col_pairs, and leaf_basis, transfer, coupling and dense.
+// On the host it keeps what launches are sized from (H2DeviceShape: n, depth, m, the ranks, the
+// storage offsets and the pairs' level_ptr) and the tree's boxes, which no GPU operation reads.
+//
+// The matvec on the device (Boukaram, Turkiyyah & Keyes 2019, the hgemv of H2Opus), each phase one
+// batched launch per level: X gathered into tree order, one m × nvec block per leaf; upsweep
+// (x̂_leaf = U_leafᴴ·X_leaf, one strided-batched GEMM over all leaves; then x̂_parent =
+// E_{2t}ᴴ·x̂_{2t} + E_{2t+1}ᴴ·x̂_{2t+1}, two strided-batched GEMMs per level, even then odd children);
+// couplings (one thread block per node and output tile sums the node's whole block row, the
+// stored pairs through row_ptr and the conjugate transposes through col_ptr/col_pairs, so that no
+// two blocks write the same output); downsweep (ŷ_c += E_c·ŷ_parent, two strided-batched GEMMs per
+// level); leaves (U_t·ŷ_t plus the dense blocks of both triangles, by the same block-row kernel,
+// which also applies α and β and scatters to the caller's order). No host synchronisation.
+//
+// Workspace (bytes, taken from exec.workspace(); s = sizeof(T), each part rounded up to 256):
+//   h2_gemv_workspace = s·nvec·(2^L·m + 2·Σ_l 2^l·k_l)   (X in leaf blocks, x̂ and ŷ of every level)
+// Reserve it once (exec.workspace().reserve) and h2_gemv never allocates.
+#if COVFLOW_HAS_CUDA
+
+#include <memory>
+#include <utility>
+
+namespace covflow::linalg {
+
+// Launch-relevant numbers of an H2Device, on the host (copies of its H2<T>'s).
+struct H2DeviceShape {
+  std::int64_t n = 0;
+  int dim = 0;
+  int depth = 0;                                // L
+  std::int64_t leaf_capacity = 0;               // m
+  std::vector<int> rank;                        // k_l, l = 0 … L
+  std::vector<std::int64_t> transfer_offset;    // as H2<T>::transfer_offset
+  std::vector<std::int64_t> coupling_offset;    // as H2<T>::coupling_offset
+  std::vector<int> coupling_level_ptr;          // H2<T>::couplings.level_ptr
+  std::vector<int> dense_level_ptr;             // H2<T>::dense_pairs.level_ptr
+  std::vector<double> box;                      // H2Tree::box (host only: no GPU operation reads it)
+  bool orthogonal = false;
+
+  std::int64_t nodes(int level) const { return std::int64_t{1} << level; }
+  int coupling_count(int level) const { return coupling_level_ptr[level + 1] - coupling_level_ptr[level]; }
+  int dense_count() const { return dense_level_ptr.empty() ? 0 : dense_level_ptr.back(); }
+};
+
+// One pair list in device memory (H2Pairs without level_ptr, which stays on the host).
+struct H2DevicePairs {
+  const int* row = nullptr;
+  const int* col = nullptr;
+  const int* row_ptr = nullptr;    // H2Pairs::ptr_offset(l) + t as on the host
+  const int* col_ptr = nullptr;
+  const int* col_pairs = nullptr;
+};
+
+// Device pointers into an H2Device's allocation, valid while it lives; layouts as in H2<T>.
+template <class T>
+struct H2DeviceArrays {
+  const int* permutation = nullptr;  // n
+  const int* node_begin = nullptr;   // heap order, 2^{L+1} − 1
+  const int* node_end = nullptr;
+  H2DevicePairs couplings, dense_pairs;
+  const T* leaf_basis = nullptr;
+  const T* transfer = nullptr;
+  const T* coupling = nullptr;
+  const T* dense = nullptr;
+};
+
+// An H2<T> in device memory: owning and move-only (RAII: the allocation is freed with it; a
+// moved-from or default-constructed H2Device is empty). Lifetime: it must outlive every operation
+// queued on it — destroy it only after the stream has passed the last h2_gemv that reads it (e.g.
+// exec.synchronize()). It lives on the device of the Exec that uploaded it and is used with an
+// Exec of that device.
+template <class T>
+class H2Device {
+ public:
+  H2Device() = default;
+  H2Device(H2Device&& other) noexcept
+      : shape_(std::move(other.shape_)), arrays_(std::exchange(other.arrays_, {})),
+        device_(std::exchange(other.device_, -1)), bytes_(std::exchange(other.bytes_, 0)),
+        memory_(std::move(other.memory_)) {}
+  H2Device& operator=(H2Device&& other) noexcept {
+    if (this != &other) {
+      memory_ = std::move(other.memory_);
+      shape_ = std::move(other.shape_);
+      arrays_ = std::exchange(other.arrays_, {});
+      device_ = std::exchange(other.device_, -1);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  H2Device(const H2Device&) = delete;
+  H2Device& operator=(const H2Device&) = delete;
+  ~H2Device() = default;
+
+  bool empty() const noexcept { return memory_ == nullptr; }
+  const H2DeviceShape& shape() const noexcept { return shape_; }
+  const H2DeviceArrays<T>& arrays() const noexcept { return arrays_; }
+  int device() const noexcept { return device_; }        // CUDA device index; −1 when empty
+  std::size_t device_bytes() const noexcept { return bytes_; }  // the one allocation
+
+ private:
+  template <class U>
+  friend H2Device<U> h2_upload(Exec& cuda_exec, const H2<U>& a);
+  // The allocation behind the type-erased owner: the deleter (set by h2_upload) frees it without
+  // throwing, so this header needs no CUDA headers.
+  using Owner = std::unique_ptr<void, void (*)(void*) noexcept>;
+
+  H2DeviceShape shape_;
+  H2DeviceArrays<T> arrays_;
+  int device_ = -1;
+  std::size_t bytes_ = 0;
+  Owner memory_{nullptr, nullptr};
+};
+
+// Copies `a` to cuda_exec's device: one allocation (cudaMalloc, so not for the frame loop), then
+// asynchronous copies on the Exec's stream. `a` must stay alive and unchanged until the stream has
+// passed them (exec.synchronize(), or an event); the H2Device may be used by later work on the
+// same stream at once. Throws InvalidArgument for a CPU Exec or a malformed `a` (the checks of
+// the CPU operations, plus index ranges of the pair lists, which kernels trust).
+template <class T>
+H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a);
+
+// The H2<T> held by `a`, bit for bit what was uploaded. Synchronises cuda_exec's stream (a test and
+// diagnostics helper, not for the frame loop).
+template <class T>
+H2<T> h2_download(Exec& cuda_exec, const H2Device<T>& a);
+
+// Bytes of scratch h2_gemv takes from exec.workspace() for `nvec` vectors (formula above).
+template <class T>
+std::size_t h2_gemv_workspace(const Exec& cuda_exec, const H2Device<T>& a, std::int64_t nvec);
+
+// Y = α·A·X + β·Y on the device, the CPU h2_gemv's semantics: X and Y one matrix each (count 1) of
+// n × nvec in device memory, column-major, ld ≥ n, in the caller's point order; β = 0 does not
+// read Y; X may be Y. Queued on the Exec's stream; no host synchronisation. `a` and X must stay
+// alive, and X unchanged, until the stream has passed the call.
+template <class T>
+void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y);
+
+}  // namespace covflow::linalg
+
+#endif  // COVFLOW_HAS_CUDA

@@ -1,0 +1,315 @@
+// H² matrices on the CUDA backend: the device mirror (h2_upload, h2_download), the argument checks
+// and the workspace of h2_gemv, and its dispatch to the kernels (h2_cuda_gemv.cu). The layouts are
+// H2<T>'s, copied as they are (h2.hpp, Format).
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "../common/checks.hpp"
+#include "covflow/linalg/cuda/check.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#include "covflow/linalg/error.hpp"
+#include "h2_cuda.cuh"
+
+namespace covflow::linalg {
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& why) { throw InvalidArgument(std::string(op) + ": " + why); }
+
+void require_cuda(const Exec& exec, const char* op) {
+  if (!exec.is_cuda()) fail(op, "exec must be a CUDA Exec (H2Device lives in device memory)");
+}
+
+// The checks of the CPU operations (storage sizes agree with the tree, ranks and pair counts) and
+// the index ranges of the pair lists, which the kernels follow without checking.
+template <class T>
+void require_h2(const H2<T>& a, const char* op) {
+  const H2Tree& tree = a.tree;
+  auto bad = [&](const std::string& why) { fail(op, "A: " + why); };
+  if (tree.n < 1 || tree.dim < 1 || tree.dim > 3 || tree.depth < 0 || tree.depth > 30 || tree.leaf_capacity < 1)
+    bad("not an H² matrix from h2_build (empty or malformed tree)");
+  detail::require_int32(tree.n, op, "n");
+  detail::require_int32(tree.leaf_capacity, op, "leaf capacity");
+  const auto levels = static_cast<std::size_t>(tree.depth) + 1;
+  const auto nodes = static_cast<std::size_t>((std::int64_t{2} << tree.depth) - 1);
+  if (tree.permutation.size() != static_cast<std::size_t>(tree.n) || tree.node_begin.size() != nodes ||
+      tree.node_end.size() != nodes || a.rank.size() != levels || a.transfer_offset.size() != levels + 1 ||
+      a.coupling_offset.size() != levels + 1 || a.couplings.level_ptr.size() != levels + 1 ||
+      a.dense_pairs.level_ptr.size() != levels + 1)
+    bad("tree, ranks and pair lists disagree in size");
+  const std::int64_t m = tree.leaf_capacity, kl = a.rank.back();
+  if (a.leaf_basis.size() != static_cast<std::size_t>(tree.nodes(tree.depth) * m * kl) ||
+      a.transfer.size() != static_cast<std::size_t>(a.transfer_offset.back()) ||
+      a.coupling.size() != static_cast<std::size_t>(a.coupling_offset.back()) ||
+      a.dense.size() != static_cast<std::size_t>(a.dense_pairs.count() * m * m))
+    bad("storage sizes disagree with the ranks and pair counts");
+  for (int l = 0; l <= tree.depth; ++l) {
+    const std::int64_t k = a.rank[static_cast<std::size_t>(l)];
+    if (k < 0) bad("negative rank at level " + std::to_string(l));
+    if (l > 0 && a.transfer_offset[static_cast<std::size_t>(l) + 1] - a.transfer_offset[static_cast<std::size_t>(l)] !=
+                     tree.nodes(l) * k * a.rank[static_cast<std::size_t>(l) - 1])
+      bad("transfer offsets disagree with the ranks at level " + std::to_string(l));
+    if (a.coupling_offset[static_cast<std::size_t>(l) + 1] - a.coupling_offset[static_cast<std::size_t>(l)] !=
+        std::int64_t{a.couplings.count(l)} * k * k)
+      bad("coupling offsets disagree with the ranks at level " + std::to_string(l));
+  }
+  for (std::size_t i = 0; i < nodes; ++i)
+    if (tree.node_begin[i] < 0 || tree.node_end[i] < tree.node_begin[i] || tree.node_end[i] > tree.n)
+      bad("node " + std::to_string(i) + " has a bad point range");
+  const std::int64_t leaf0 = H2Tree::heap(tree.depth, 0);
+  for (std::int64_t t = 0; t < tree.nodes(tree.depth); ++t)
+    if (tree.node_end[leaf0 + t] - tree.node_begin[leaf0 + t] > m) bad("a leaf holds more than leaf_capacity points");
+  for (int p : tree.permutation)
+    if (p < 0 || p >= tree.n) bad("permutation entry out of range");
+  auto pairs = [&](const H2Pairs& p, const char* what) {
+    const std::size_t count = static_cast<std::size_t>(p.count());
+    const auto ptrs = static_cast<std::size_t>(H2Pairs::ptr_offset(tree.depth + 1));
+    if (p.row.size() != count || p.col.size() != count || p.col_pairs.size() != count || p.row_ptr.size() != ptrs ||
+        p.col_ptr.size() != ptrs)
+      bad(std::string(what) + ": index arrays disagree in size");
+    for (int l = 0; l <= tree.depth; ++l) {
+      const int first = p.level_ptr[static_cast<std::size_t>(l)], last = p.level_ptr[static_cast<std::size_t>(l) + 1];
+      if (first < 0 || last < first || last > static_cast<int>(count)) bad(std::string(what) + ": bad level_ptr");
+      for (int q = first; q < last; ++q)
+        if (p.row[q] < 0 || p.row[q] >= tree.nodes(l) || p.col[q] < 0 || p.col[q] >= tree.nodes(l) ||
+            p.col_pairs[q] < first || p.col_pairs[q] >= last)
+          bad(std::string(what) + ": pair " + std::to_string(q) + " out of its level's range");
+      const std::int64_t base = H2Pairs::ptr_offset(l);
+      for (std::int64_t t = 0; t <= tree.nodes(l); ++t) {
+        const int r = p.row_ptr[base + t], c = p.col_ptr[base + t];
+        if (r < first || r > last || c < first || c > last || (t > 0 && (r < p.row_ptr[base + t - 1] || c < p.col_ptr[base + t - 1])))
+          bad(std::string(what) + ": row_ptr/col_ptr out of order at level " + std::to_string(l));
+      }
+    }
+  };
+  pairs(a.couplings, "couplings");
+  pairs(a.dense_pairs, "dense pairs");
+  for (int l = 0; l < tree.depth; ++l)
+    if (a.dense_pairs.count(l) != 0) bad("dense pairs above the leaf level");
+}
+
+template <class T>
+void require_device_h2(Exec& exec, const H2Device<T>& a, const char* op) {
+  if (a.empty()) fail(op, "A is an empty H2Device (default-constructed or moved from)");
+  const int device = exec.cuda_context().device();
+  if (a.device() != device)
+    fail(op, "A lives on device " + std::to_string(a.device()) + " but exec runs on device " + std::to_string(device));
+}
+
+template <class T>
+void require_vectors(Exec& exec, const Batch<T>& v, std::int64_t n, std::int64_t cols, const char* op, const char* what) {
+  detail::require_dims(v, op, what, "rows", "nvec");
+  if (v.count != 1) fail(op, std::string(what) + " must be one matrix (count 1), not " + std::to_string(v.count));
+  if (v.rows != n || (cols >= 0 && v.cols != cols))
+    fail(op, std::string(what) + " is " + detail::shape(v.rows, v.cols) + " but A is " + detail::shape(n, n) + ": " +
+                 what + " needs " + std::to_string(n) + " rows" +
+                 (cols >= 0 ? " and " + std::to_string(cols) + " columns" : std::string()));
+  detail::require_accessible(exec, v, op, what);
+}
+
+// The one allocation of an H2Device, owned through H2Device's type-erased pointer.
+using Allocation = cuda::DeviceBuffer<std::byte>;
+void free_allocation(void* p) noexcept { delete static_cast<Allocation*>(p); }
+
+// Where each array of an H2<T> lives in the allocation (with a null base: only the size).
+template <class T>
+struct Layout {
+  int* permutation;
+  int* node_begin;
+  int* node_end;
+  int* pair_index[2][5];  // couplings, dense: row, col, row_ptr, col_ptr, col_pairs
+  T* leaf_basis;
+  T* transfer;
+  T* coupling;
+  T* dense;
+  std::size_t bytes;
+
+  Layout(const H2<T>& a, std::byte* base) {
+    detail::h2_cuda::Carve carve(base);
+    const auto nodes = static_cast<std::int64_t>(a.tree.node_begin.size());
+    permutation = carve.take<int>(a.tree.n);
+    node_begin = carve.take<int>(nodes);
+    node_end = carve.take<int>(nodes);
+    const H2Pairs* lists[2] = {&a.couplings, &a.dense_pairs};
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t count = lists[i]->count(), ptrs = static_cast<std::int64_t>(lists[i]->row_ptr.size());
+      pair_index[i][0] = carve.take<int>(count);
+      pair_index[i][1] = carve.take<int>(count);
+      pair_index[i][2] = carve.take<int>(ptrs);
+      pair_index[i][3] = carve.take<int>(ptrs);
+      pair_index[i][4] = carve.take<int>(count);
+    }
+    leaf_basis = carve.take<T>(static_cast<std::int64_t>(a.leaf_basis.size()));
+    transfer = carve.take<T>(static_cast<std::int64_t>(a.transfer.size()));
+    coupling = carve.take<T>(static_cast<std::int64_t>(a.coupling.size()));
+    dense = carve.take<T>(static_cast<std::int64_t>(a.dense.size()));
+    bytes = carve.bytes();
+  }
+};
+
+const std::vector<int>& index_array(const H2Pairs& p, int which) {
+  switch (which) {
+    case 0: return p.row;
+    case 1: return p.col;
+    case 2: return p.row_ptr;
+    case 3: return p.col_ptr;
+    default: return p.col_pairs;
+  }
+}
+
+template <class X>
+void to_device(X* device, const std::vector<X>& host, cudaStream_t stream) {
+  if (!host.empty())
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(X), cudaMemcpyHostToDevice, stream));
+}
+template <class X>
+void to_host(std::vector<X>& host, const X* device, std::size_t count, cudaStream_t stream) {
+  host.resize(count);
+  if (count > 0)
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(host.data(), device, count * sizeof(X), cudaMemcpyDeviceToHost, stream));
+}
+
+}  // namespace
+
+template <class T>
+H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a) {
+  constexpr const char* op = "h2_upload";
+  require_cuda(cuda_exec, op);
+  require_h2(a, op);
+  CudaContext& context = cuda_exec.cuda_context();
+  context.make_current();
+  const cudaStream_t stream = context.stream();
+
+  const Layout<T> size(a, nullptr);
+  auto allocation = std::make_unique<Allocation>(size.bytes);
+  const Layout<T> at(a, allocation->data());
+  to_device(at.permutation, a.tree.permutation, stream);
+  to_device(at.node_begin, a.tree.node_begin, stream);
+  to_device(at.node_end, a.tree.node_end, stream);
+  const H2Pairs* lists[2] = {&a.couplings, &a.dense_pairs};
+  for (int i = 0; i < 2; ++i)
+    for (int w = 0; w < 5; ++w) to_device(at.pair_index[i][w], index_array(*lists[i], w), stream);
+  to_device(at.leaf_basis, a.leaf_basis, stream);
+  to_device(at.transfer, a.transfer, stream);
+  to_device(at.coupling, a.coupling, stream);
+  to_device(at.dense, a.dense, stream);
+
+  H2Device<T> out;
+  H2DeviceShape& s = out.shape_;
+  s.n = a.tree.n;
+  s.dim = a.tree.dim;
+  s.depth = a.tree.depth;
+  s.leaf_capacity = a.tree.leaf_capacity;
+  s.rank = a.rank;
+  s.transfer_offset = a.transfer_offset;
+  s.coupling_offset = a.coupling_offset;
+  s.coupling_level_ptr = a.couplings.level_ptr;
+  s.dense_level_ptr = a.dense_pairs.level_ptr;
+  s.box = a.tree.box;
+  s.orthogonal = a.orthogonal;
+  H2DeviceArrays<T>& d = out.arrays_;
+  d.permutation = at.permutation;
+  d.node_begin = at.node_begin;
+  d.node_end = at.node_end;
+  H2DevicePairs* device_lists[2] = {&d.couplings, &d.dense_pairs};
+  for (int i = 0; i < 2; ++i) {
+    device_lists[i]->row = at.pair_index[i][0];
+    device_lists[i]->col = at.pair_index[i][1];
+    device_lists[i]->row_ptr = at.pair_index[i][2];
+    device_lists[i]->col_ptr = at.pair_index[i][3];
+    device_lists[i]->col_pairs = at.pair_index[i][4];
+  }
+  d.leaf_basis = at.leaf_basis;
+  d.transfer = at.transfer;
+  d.coupling = at.coupling;
+  d.dense = at.dense;
+  out.device_ = context.device();
+  out.bytes_ = size.bytes;
+  out.memory_ = typename H2Device<T>::Owner(allocation.release(), &free_allocation);
+  return out;
+}
+
+template <class T>
+H2<T> h2_download(Exec& cuda_exec, const H2Device<T>& a) {
+  constexpr const char* op = "h2_download";
+  require_cuda(cuda_exec, op);
+  require_device_h2(cuda_exec, a, op);
+  CudaContext& context = cuda_exec.cuda_context();
+  context.make_current();
+  const cudaStream_t stream = context.stream();
+  const H2DeviceShape& s = a.shape();
+  const H2DeviceArrays<T>& d = a.arrays();
+
+  H2<T> out;
+  out.tree.n = s.n;
+  out.tree.dim = s.dim;
+  out.tree.depth = s.depth;
+  out.tree.leaf_capacity = s.leaf_capacity;
+  out.tree.box = s.box;
+  out.rank = s.rank;
+  out.transfer_offset = s.transfer_offset;
+  out.coupling_offset = s.coupling_offset;
+  out.orthogonal = s.orthogonal;
+  out.couplings.level_ptr = s.coupling_level_ptr;
+  out.dense_pairs.level_ptr = s.dense_level_ptr;
+  const auto nodes = static_cast<std::size_t>((std::int64_t{2} << s.depth) - 1);
+  to_host(out.tree.permutation, d.permutation, static_cast<std::size_t>(s.n), stream);
+  to_host(out.tree.node_begin, d.node_begin, nodes, stream);
+  to_host(out.tree.node_end, d.node_end, nodes, stream);
+  const auto ptrs = static_cast<std::size_t>(H2Pairs::ptr_offset(s.depth + 1));
+  H2Pairs* lists[2] = {&out.couplings, &out.dense_pairs};
+  const H2DevicePairs* device_lists[2] = {&d.couplings, &d.dense_pairs};
+  for (int i = 0; i < 2; ++i) {
+    const auto count = static_cast<std::size_t>(lists[i]->count());
+    to_host(lists[i]->row, device_lists[i]->row, count, stream);
+    to_host(lists[i]->col, device_lists[i]->col, count, stream);
+    to_host(lists[i]->row_ptr, device_lists[i]->row_ptr, ptrs, stream);
+    to_host(lists[i]->col_ptr, device_lists[i]->col_ptr, ptrs, stream);
+    to_host(lists[i]->col_pairs, device_lists[i]->col_pairs, count, stream);
+  }
+  const auto m = static_cast<std::size_t>(s.leaf_capacity);
+  to_host(out.leaf_basis, d.leaf_basis, static_cast<std::size_t>(s.nodes(s.depth)) * m * static_cast<std::size_t>(s.rank.back()), stream);
+  to_host(out.transfer, d.transfer, static_cast<std::size_t>(s.transfer_offset.back()), stream);
+  to_host(out.coupling, d.coupling, static_cast<std::size_t>(s.coupling_offset.back()), stream);
+  to_host(out.dense, d.dense, static_cast<std::size_t>(s.dense_count()) * m * m, stream);
+  COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));
+  return out;
+}
+
+template <class T>
+std::size_t h2_gemv_workspace(const Exec& cuda_exec, const H2Device<T>& a, std::int64_t nvec) {
+  constexpr const char* op = "h2_gemv_workspace";
+  require_cuda(cuda_exec, op);
+  if (a.empty()) fail(op, "A is an empty H2Device (default-constructed or moved from)");
+  if (nvec < 0) fail(op, "nvec " + std::to_string(nvec) + " must not be negative");
+  if (nvec == 0) return 0;
+  return detail::h2_cuda::GemvScratch<T>(a.shape(), nvec, nullptr).bytes;
+}
+
+template <class T>
+void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y) {
+  constexpr const char* op = "h2_gemv";
+  require_cuda(cuda_exec, op);
+  require_device_h2(cuda_exec, a, op);
+  require_vectors(cuda_exec, x, a.shape().n, -1, op, "X");
+  require_vectors(cuda_exec, y, a.shape().n, x.cols, op, "Y");
+  if (x.cols == 0) return;
+  CudaContext& context = cuda_exec.cuda_context();
+  context.make_current();
+  auto* workspace = static_cast<std::byte*>(context.workspace().acquire(h2_gemv_workspace<T>(cuda_exec, a, x.cols)));
+  detail::h2_cuda::gemv<T>(context, alpha, a, x, beta, y, workspace);
+}
+
+#define COVFLOW_H2_CUDA_API(T)                                                                  \
+  template H2Device<T> h2_upload<T>(Exec&, const H2<T>&);                                       \
+  template H2<T> h2_download<T>(Exec&, const H2Device<T>&);                                     \
+  template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \
+  template void h2_gemv<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);
+COVFLOW_H2_CUDA_API(f32)
+COVFLOW_H2_CUDA_API(f64)
+COVFLOW_H2_CUDA_API(cf32)
+COVFLOW_H2_CUDA_API(cf64)
+#undef COVFLOW_H2_CUDA_API
+
+}  // namespace covflow::linalg

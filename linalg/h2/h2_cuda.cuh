@@ -1,0 +1,62 @@
+// Internal: what the CUDA H² files share (h2_cuda.cu: upload, download, checks and dispatch;
+// h2_cuda_gemv.cu: the matvec's kernels) — the workspace carving and the kernel-side entry point.
+// h2_cuda.cu checks the arguments and takes the workspace; the entry point trusts what was checked.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/h2.hpp"
+
+namespace covflow::linalg::detail::h2_cuda {
+
+// Parts of one block of memory on 256-byte boundaries; with a null base it only counts bytes, so
+// that a size query runs the same carving as the call.
+class Carve {
+ public:
+  explicit Carve(std::byte* base) : base_(base) {}
+  template <class X>
+  X* take(std::int64_t elements) {
+    std::byte* at = base_ == nullptr ? nullptr : base_ + bytes_;
+    bytes_ += (static_cast<std::size_t>(std::max<std::int64_t>(elements, 0)) * sizeof(X) + 255) / 256 * 256;
+    return reinterpret_cast<X*>(at);
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::byte* base_;
+  std::size_t bytes_ = 0;
+};
+
+// The matvec's scratch: X gathered into leaf blocks (leaf t's m × nvec at t·m·nvec, rows past the
+// leaf's size zero), and x̂, ŷ of every level (node t of level l's k_l × nvec block at
+// level[l] + t·k_l·nvec, as the CPU gemv lays them out).
+template <class T>
+struct GemvScratch {
+  T* x_leaves = nullptr;
+  T* xhat = nullptr;
+  T* yhat = nullptr;
+  std::vector<std::int64_t> level;  // L + 2 offsets into xhat and yhat
+  std::size_t bytes = 0;
+
+  GemvScratch(const H2DeviceShape& s, std::int64_t nvec, std::byte* base) {
+    Carve carve(base);
+    level.assign(static_cast<std::size_t>(s.depth) + 2, 0);
+    for (int l = 0; l <= s.depth; ++l)
+      level[static_cast<std::size_t>(l) + 1] = level[static_cast<std::size_t>(l)] + s.nodes(l) * s.rank[static_cast<std::size_t>(l)] * nvec;
+    x_leaves = carve.take<T>(s.nodes(s.depth) * s.leaf_capacity * nvec);
+    xhat = carve.take<T>(level.back());
+    yhat = carve.take<T>(level.back());
+    bytes = carve.bytes();
+  }
+};
+
+// Y = α·A·X + β·Y on context's stream, in the workspace carved as GemvScratch (nvec ≥ 1).
+template <class T>
+void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y,
+          std::byte* workspace);
+
+}  // namespace covflow::linalg::detail::h2_cuda

@@ -1,0 +1,345 @@
+// h2_gemv on the CUDA backend: Y = α·A·X + β·Y for an H² matrix on the device, in the phases of
+// H2Opus's hgemv (Boukaram, Turkiyyah & Keyes, "Hierarchical matrix operations on GPUs:
+// matrix-vector multiplication and compression", ACM TOMS 45(1), 2019, the matrix-vector
+// section): every phase is one batched launch over a whole level, the launches sized from the
+// ranks kept on the host, nothing read back.
+//   gather      X → leaf blocks in tree order (gather_kernel)
+//   upsweep     x̂_leaf = U_leafᴴ·X_leaf: one strided-batched GEMM over all leaves (leaf bases are
+//               m × k_L with zero rows past the leaf's size, X's leaf blocks zero there too);
+//               x̂_t = E_{2t}ᴴ·x̂_{2t} + E_{2t+1}ᴴ·x̂_{2t+1}: two strided-batched GEMMs per level,
+//               stride 2 over the children, the second accumulating
+//   couplings   ŷ_t = Σ_(t,s) S_ts·x̂_s + Σ_(u,t) S_utᴴ·x̂_u per level (block_rows_kernel)
+//   downsweep   ŷ_c += E_c·ŷ_parent: two strided-batched GEMMs per level (even, odd children)
+//   leaves      y_t = U_t·ŷ_t + Σ D_ts·x_s + Σ D_utᴴ·x_u (u ≠ t), α, β and the scatter to the
+//               caller's order fused (block_rows_kernel again)
+// Levels above the first with couplings carry nothing and are skipped; a rank-0 level stops the
+// sweeps there (its x̂ above is zero, its ŷ below gets nothing from above); no launch has an empty
+// grid and no GEMM an empty dimension.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "../common/cublas_gemm.cuh"
+#include "../common/device_scalar.cuh"
+#include "covflow/linalg/cuda/check.hpp"
+#include "h2_cuda.cuh"
+
+namespace covflow::linalg::detail::h2_cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// block_rows_kernel's tiles: 32 output rows × 8 vectors (one output element per thread) and 32 of
+// the inner dimension at a time.
+constexpr int kRowTile = 32, kColTile = 8, kInner = 32;
+static_assert(kRowTile * kColTile == kThreads, "one output element per thread");
+constexpr unsigned kMaxGridYZ = 65535;
+
+template <class T>
+using dev_t = device_t<T>;
+template <class T>
+dev_t<std::remove_const_t<T>>* dev(T* p) {
+  return reinterpret_cast<dev_t<std::remove_const_t<T>>*>(const_cast<std::remove_const_t<T>*>(p));
+}
+template <class T>
+dev_t<T> to_device(T value) {
+  dev_t<T> out;
+  std::memcpy(&out, &value, sizeof(out));
+  return out;
+}
+
+template <class D>
+__host__ __device__ inline D zero_of() {
+  return from_real<D>(sreal_t<D>(0));
+}
+template <class D>
+__device__ inline bool is_zero(D value) {
+  return real_part(value) == 0 && imag_part(value) == 0;
+}
+
+unsigned blocks_for(long long total) {
+  return static_cast<unsigned>(std::clamp((total + kThreads - 1) / kThreads, 1LL, 1LL << 20));
+}
+unsigned tiles_for(long long extent, int tile) {
+  return static_cast<unsigned>(std::clamp<long long>((extent + tile - 1) / tile, 1, kMaxGridYZ));
+}
+
+// Strided-batched C = α·op(A)·op(B) + β·C; nothing when C is empty (callers keep the inner
+// dimension positive).
+template <class D>
+void gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, long long m, long long n, long long k,
+                  D alpha, const D* a, long long lda, long long sa, const D* b, long long ldb, long long sb, D beta, D* c,
+                  long long ldc, long long sc, long long count) {
+  if (count == 0 || m == 0 || n == 0) return;
+  COVFLOW_CUBLAS_TRY(gemm_batched(h, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+                                  static_cast<int>(lda), sa, b, static_cast<int>(ldb), sb, beta, c,
+                                  static_cast<int>(ldc), sc, static_cast<int>(count)));
+}
+
+// Gather: one thread per element of the leaf blocks (grid-stride), element (row, col) of leaf t's
+// m × nvec block ← X[permutation[begin_t + row], col], zero past the leaf's size. Reads X scattered
+// (the permutation), writes coalesced.
+template <class D>
+__global__ void gather_kernel(const int* permutation, const int* leaf_begin, const int* leaf_end, long long leaves,
+                              long long m, int nvec, const D* x, long long ldx, D* x_leaves) {
+  const long long per_leaf = m * nvec;
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < leaves * per_leaf;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long t = e / per_leaf, within = e % per_leaf, row = within % m, col = within / m;
+    const int begin = leaf_begin[t], size = leaf_end[t] - begin;
+    x_leaves[e] = row < size ? x[permutation[begin + row] + col * ldx] : zero_of<D>();
+  }
+}
+
+// One level's block rows as block_rows_kernel reads them. Node t's output (R × nvec) is the sum of
+// its terms: the optional leading product lead_a[t]·lead_in[t], then op N of every stored pair
+// (t, s) of its block row times in[s], then op C of every stored pair (u, t) of its block column
+// times in[u] (the other triangle), skipping (t, t) when skip_self_mirror (a dense diagonal block
+// is stored whole, once).
+template <class D>
+struct BlockRows {
+  int rows = 0;                   // R: rows (and columns) of each pair's block and of each output
+  int nvec = 0;
+  const int* row_ptr = nullptr;   // the level's block-row index (H2Pairs::ptr_offset applied)
+  const int* col_ptr = nullptr;
+  const int* col_pairs = nullptr;
+  const int* pair_row = nullptr;
+  const int* pair_col = nullptr;
+  const D* blocks = nullptr;      // pair q's R × R block at blocks + (q − first)·R², ld R
+  int first = 0;
+  bool skip_self_mirror = false;
+  const D* in = nullptr;          // node s's R × nvec input at in + s·R·nvec, ld R
+  const D* lead_a = nullptr;      // null: no leading term; else R × lead_inner at lead_a + t·R·lead_inner, ld R
+  const D* lead_in = nullptr;     // lead_inner × nvec at lead_in + t·lead_inner·nvec, ld lead_inner
+  int lead_inner = 0;
+  // Output: with `out`, node t's block at out + t·R·nvec, ld R, overwritten. Without, scattered to
+  // the caller's order: y[permutation[begin_t + i] + j·ldy] = α·sum + β·y (β = 0: y unread), rows
+  // past the node's size dropped.
+  D* out = nullptr;
+  D* y = nullptr;
+  long long ldy = 0;
+  const int* permutation = nullptr;
+  const int* node_begin = nullptr;  // the level's nodes
+  const int* node_end = nullptr;
+  D alpha{}, beta{};
+};
+
+// The block-row product of one level (couplings, or the leaves' dense blocks and bases).
+// Ownership: one thread block per (node t, 32-row tile, 8-vector tile) of the output, the row and
+// vector tiles grid-strided over blockIdx.y and blockIdx.z; thread (r, j) = (tid % 32, tid / 32)
+// owns output element (i0 + r, j0 + j) and accumulates it in a register over every term of t's
+// whole block row and column, then writes it once — no two thread blocks write the same element,
+// no atomics, and the sum's order is fixed (deterministic). Each term's op(A) is staged 32 × 32
+// in shared memory (read coalesced along A's columns for op N and along its rows for op C, so the
+// conjugate transposes are read as fast as the stored blocks), its input 32 × 8 beside it.
+// Budget: (32·33 + 32·8) elements of shared memory (5 KB for float, 21 KB for complex double),
+// 256 threads, 32 to 64 registers (ptxas, sm_90): four to eight resident blocks per SM. Warp w
+// holds vector j = w, so the input tile is a broadcast and the A tile (padded to 33) is read
+// without bank conflicts.
+template <class D>
+__global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
+  __shared__ D a_tile[kInner][kRowTile + 1];  // a_tile[c][r] = op(A)[i0 + r, k0 + c]
+  __shared__ D b_tile[kInner][kColTile];      // b_tile[c][j] = B[k0 + c, j0 + j]
+  const long long t = blockIdx.x;
+  const int r = static_cast<int>(threadIdx.x) % kRowTile, jj = static_cast<int>(threadIdx.x) / kRowTile;
+  const long long R = p.rows;
+  const int row_first = p.row_ptr[t], row_count = p.row_ptr[t + 1] - row_first;
+  const int col_first = p.col_ptr[t], col_count = p.col_ptr[t + 1] - col_first;
+  const int lead = p.lead_a != nullptr ? 1 : 0;
+  const int terms = lead + row_count + col_count;
+  for (long long i0 = blockIdx.y * static_cast<long long>(kRowTile); i0 < R; i0 += gridDim.y * static_cast<long long>(kRowTile))
+    for (long long j0 = blockIdx.z * static_cast<long long>(kColTile); j0 < p.nvec;
+         j0 += gridDim.z * static_cast<long long>(kColTile)) {
+      D sum = zero_of<D>();
+      for (int term = 0; term < terms; ++term) {
+        const D* a;
+        const D* b;
+        long long inner = R;
+        bool adjoint = false;
+        if (term < lead) {
+          inner = p.lead_inner;
+          a = p.lead_a + t * R * inner;
+          b = p.lead_in + t * inner * p.nvec;
+        } else if (term < lead + row_count) {
+          const int q = row_first + term - lead;
+          a = p.blocks + static_cast<long long>(q - p.first) * R * R;
+          b = p.in + static_cast<long long>(p.pair_col[q]) * R * p.nvec;
+        } else {
+          const int q = p.col_pairs[col_first + term - lead - row_count], u = p.pair_row[q];
+          if (p.skip_self_mirror && u == t) continue;  // uniform over the block
+          a = p.blocks + static_cast<long long>(q - p.first) * R * R;
+          b = p.in + static_cast<long long>(u) * R * p.nvec;
+          adjoint = true;
+        }
+        for (long long k0 = 0; k0 < inner; k0 += kInner) {
+          for (int e = threadIdx.x; e < kRowTile * kInner; e += kThreads) {
+            int rr, cc;
+            D v = zero_of<D>();
+            if (!adjoint) {
+              rr = e % kRowTile;
+              cc = e / kRowTile;
+              if (i0 + rr < R && k0 + cc < inner) v = a[(i0 + rr) + (k0 + cc) * R];
+            } else {
+              cc = e % kInner;
+              rr = e / kInner;
+              if (i0 + rr < R && k0 + cc < inner) v = conj_of(a[(k0 + cc) + (i0 + rr) * inner]);
+            }
+            a_tile[cc][rr] = v;
+          }
+          for (int e = threadIdx.x; e < kInner * kColTile; e += kThreads) {
+            const int cc = e % kInner, j = e / kInner;
+            b_tile[cc][j] = k0 + cc < inner && j0 + j < p.nvec ? b[(k0 + cc) + (j0 + j) * inner] : zero_of<D>();
+          }
+          __syncthreads();
+          const int depth = static_cast<int>(std::min<long long>(kInner, inner - k0));
+          for (int c = 0; c < depth; ++c) sum = fma_(sum, a_tile[c][r], b_tile[c][jj]);
+          __syncthreads();
+        }
+      }
+      const long long i = i0 + r, j = j0 + jj;
+      if (i >= R || j >= p.nvec) continue;
+      if (p.out != nullptr) {
+        p.out[t * R * p.nvec + i + j * R] = sum;
+      } else {
+        const int begin = p.node_begin[t];
+        if (i >= p.node_end[t] - begin) continue;
+        D& out = p.y[p.permutation[begin + i] + j * p.ldy];
+        out = is_zero(p.beta) ? p.alpha * sum : p.alpha * sum + p.beta * out;
+      }
+    }
+}
+
+template <class D>
+void launch_block_rows(const BlockRows<D>& p, long long nodes, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, kRowTile), tiles_for(p.nvec, kColTile));
+  block_rows_kernel<D><<<grid, kThreads, 0, stream>>>(p);
+  COVFLOW_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <class T>
+void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y,
+          std::byte* workspace) {
+  using D = dev_t<T>;
+  using R = real_t<T>;
+  const H2DeviceShape& s = a.shape();
+  const H2DeviceArrays<T>& d = a.arrays();
+  const int depth = s.depth;
+  const long long m = s.leaf_capacity, nvec = x.cols, leaves = s.nodes(depth);
+  const cudaStream_t stream = context.stream();
+  const cublasHandle_t handle = context.cublas();
+  const GemvScratch<T> w(s, nvec, workspace);
+  auto k = [&](int l) { return static_cast<long long>(s.rank[static_cast<std::size_t>(l)]); };
+  auto xhat = [&](int l) { return dev(w.xhat) + w.level[static_cast<std::size_t>(l)]; };
+  auto yhat = [&](int l) { return dev(w.yhat) + w.level[static_cast<std::size_t>(l)]; };
+  auto transfer = [&](int l) { return dev(d.transfer) + s.transfer_offset[static_cast<std::size_t>(l)]; };
+  auto has_couplings = [&](int l) { return s.coupling_count(l) > 0 && k(l) > 0; };
+  const D one = from_real<D>(R(1)), zero = from_real<D>(R(0));
+  const cublasOperation_t adjoint = adjoint_op<D>();
+  D* const x_leaves = dev(w.x_leaves);
+  const std::int64_t leaf0 = H2Tree::heap(depth, 0);
+
+  gather_kernel<D><<<blocks_for(leaves * m * nvec), kThreads, 0, stream>>>(
+      d.permutation, d.node_begin + leaf0, d.node_end + leaf0, leaves, m, static_cast<int>(nvec), dev(x.data), x.ld,
+      x_leaves);
+  COVFLOW_CHECK_LAUNCH();
+
+  int top = depth + 1;  // the first level with couplings; x̂ and ŷ above it are never needed
+  for (int l = 0; l <= depth && top > depth; ++l)
+    if (has_couplings(l)) top = l;
+  bool leaves_reached = false;  // ŷ_L holds something from the couplings
+  if (top <= depth) {
+    // Upsweep, leaves then level by level up to `top`.
+    gemm_strided<D>(handle, adjoint, CUBLAS_OP_N, k(depth), nvec, m, one, dev(d.leaf_basis), m, m * k(depth), x_leaves, m,
+                    m * nvec, zero, xhat(depth), std::max(k(depth), 1LL), k(depth) * nvec, leaves);
+    for (int l = depth; l > top; --l) {
+      const long long kc = k(l), kp = k(l - 1);
+      if (kp == 0) continue;
+      if (kc == 0) {  // nothing below: x̂ of the parents is zero
+        COVFLOW_CUDA_TRY(cudaMemsetAsync(xhat(l - 1), 0, s.nodes(l - 1) * kp * nvec * sizeof(D), stream));
+        continue;
+      }
+      for (int c = 0; c < 2; ++c)
+        gemm_strided<D>(handle, adjoint, CUBLAS_OP_N, kp, nvec, kc, one, transfer(l) + c * kc * kp, kc, 2 * kc * kp,
+                        xhat(l) + c * kc * nvec, kc, 2 * kc * nvec, c == 0 ? zero : one, xhat(l - 1), kp, kp * nvec,
+                        s.nodes(l - 1));
+    }
+
+    // Couplings of each level, both triangles.
+    for (int l = top; l <= depth; ++l) {
+      if (!has_couplings(l)) continue;
+      const std::int64_t base = H2Pairs::ptr_offset(l);
+      BlockRows<D> p;
+      p.rows = static_cast<int>(k(l));
+      p.nvec = static_cast<int>(nvec);
+      p.row_ptr = d.couplings.row_ptr + base;
+      p.col_ptr = d.couplings.col_ptr + base;
+      p.col_pairs = d.couplings.col_pairs;
+      p.pair_row = d.couplings.row;
+      p.pair_col = d.couplings.col;
+      p.blocks = dev(d.coupling) + s.coupling_offset[static_cast<std::size_t>(l)];
+      p.first = s.coupling_level_ptr[static_cast<std::size_t>(l)];
+      p.in = xhat(l);
+      p.out = yhat(l);
+      launch_block_rows(p, s.nodes(l), stream);
+    }
+
+    // Downsweep from `top`: ŷ_c += E_c·ŷ_parent, or = when level c had no couplings of its own.
+    bool live = true;  // ŷ of the level above holds something
+    for (int l = top + 1; l <= depth; ++l) {
+      const long long kc = k(l), kp = k(l - 1);
+      if (kc == 0) {
+        live = false;
+        continue;
+      }
+      if (live && kp > 0) {
+        for (int c = 0; c < 2; ++c)
+          gemm_strided<D>(handle, CUBLAS_OP_N, CUBLAS_OP_N, kc, nvec, kp, one, transfer(l) + c * kc * kp, kc,
+                          2 * kc * kp, yhat(l - 1), kp, kp * nvec, has_couplings(l) ? one : zero,
+                          yhat(l) + c * kc * nvec, kc, 2 * kc * nvec, s.nodes(l - 1));
+      } else {
+        live = has_couplings(l);
+      }
+    }
+    leaves_reached = live && k(depth) > 0;
+  }
+
+  // Leaves: U_t·ŷ_t and the dense blocks, scaled and scattered to the caller's order.
+  const std::int64_t base = H2Pairs::ptr_offset(depth);
+  BlockRows<D> p;
+  p.rows = static_cast<int>(m);
+  p.nvec = static_cast<int>(nvec);
+  p.row_ptr = d.dense_pairs.row_ptr + base;
+  p.col_ptr = d.dense_pairs.col_ptr + base;
+  p.col_pairs = d.dense_pairs.col_pairs;
+  p.pair_row = d.dense_pairs.row;
+  p.pair_col = d.dense_pairs.col;
+  p.blocks = dev(d.dense);
+  p.first = 0;  // dense pair q at q·m², whatever its level
+  p.skip_self_mirror = true;
+  p.in = x_leaves;
+  if (leaves_reached) {
+    p.lead_a = dev(d.leaf_basis);
+    p.lead_in = yhat(depth);
+    p.lead_inner = static_cast<int>(k(depth));
+  }
+  p.y = dev(y.data);
+  p.ldy = y.ld;
+  p.permutation = d.permutation;
+  p.node_begin = d.node_begin + leaf0;
+  p.node_end = d.node_end + leaf0;
+  p.alpha = to_device(alpha);
+  p.beta = to_device(beta);
+  launch_block_rows(p, leaves, stream);
+}
+
+#define COVFLOW_H2_CUDA_GEMV(T) \
+  template void gemv<T>(CudaContext&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>, std::byte*);
+COVFLOW_H2_CUDA_GEMV(f32)
+COVFLOW_H2_CUDA_GEMV(f64)
+COVFLOW_H2_CUDA_GEMV(cf32)
+COVFLOW_H2_CUDA_GEMV(cf64)
+#undef COVFLOW_H2_CUDA_GEMV
+
+}  // namespace covflow::linalg::detail::h2_cuda

@@ -1,0 +1,305 @@
+// H² matrices on the CUDA backend: h2_upload / h2_download and h2_gemv on the device, checked
+// against the CPU h2_gemv of the same H2 (the reference backend, itself checked against the
+// expanded and the kernel matrices in h2_test). Every element type; real types with the Matérn 3/2
+// and exponential kernels, complex ones with the radar clutter kernel, all with a nugget; nvec 1, 3
+// and 16; α/β with β = 0 on a NaN-poisoned Y; after h2_compress (ranks differ per level); on trees
+// with empty nodes (coincident points); the round trip bit for bit; the argument errors.
+//
+// Tolerance: the GPU and the CPU sum the same products in other orders (and the GPU with fused
+// multiply-adds), so they differ by rounding: ‖Y_gpu − Y_cpu‖_F ≤ c·n·ε·(|α|·‖A·X‖_F + |β|·‖Y₀‖_F)
+// with c = 0.1 (kRoundingFactor): on an H100 the worst seen was 0.003 (n = 3500) and 0.0006
+// (n = 20000), so a wrong or missing block (an O(1) or O(1/√blocks) change) cannot hide in it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#include "covflow/linalg/error.hpp"
+#include "covflow/linalg/h2.hpp"
+#include "test_support.hpp"
+
+namespace covflow::linalg {
+namespace {
+
+using cd = std::complex<double>;
+using test::eps;
+
+constexpr double kRoundingFactor = 0.1;
+
+std::vector<double> uniform_points(std::int64_t n, int dim, double extent, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, extent);
+  std::vector<double> p(static_cast<std::size_t>(n * dim));
+  for (auto& v : p) v = u(rng);
+  return p;
+}
+
+template <class T>
+double fro(const std::vector<T>& a, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  double sum = 0;
+  for (std::int64_t j = 0; j < cols; ++j)
+    for (std::int64_t i = 0; i < rows; ++i) sum += std::norm(cd(a[static_cast<std::size_t>(i + j * ld)]));
+  return std::sqrt(sum);
+}
+
+template <class T>
+T scalar(double re, double im) {
+  if constexpr (is_complex_v<T>) return T(static_cast<real_t<T>>(re), static_cast<real_t<T>>(im));
+  else return static_cast<T>(re);
+}
+
+// The kernels of each element type: Matérn 3/2 (or exponential) on [0, 1]² for real types, the
+// clutter of a planar array 4 wavelengths across for complex ones; a nugget for both.
+template <class T>
+struct Problem {
+  H2KernelSpec spec;
+  H2Options options;
+  double extent = 1.0;
+};
+template <class T>
+Problem<T> problem(bool exponential = false) {
+  if constexpr (is_complex_v<T>)
+    return {H2KernelSpec{H2Kernel::clutter, 1.0, 0.1, 0.5, 1.0, -0.2, 0.7}, H2Options{64, 1.0, 7, 0.3}, 4.0};
+  else if (exponential)
+    return {H2KernelSpec{H2Kernel::exponential, 1.0, 0.1}, H2Options{64, 0.7, 6, 0.1}, 1.0};
+  else
+    return {H2KernelSpec{H2Kernel::matern, 1.0, 0.2, 1.5}, H2Options{64, 1.0, 6, 0.3}, 1.0};
+}
+
+template <class T>
+class H2Gpu : public test::GpuTest {
+ protected:
+  void SetUp() override {
+    test::GpuTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    rng_.seed(test::fresh_seed(std::string("H2Gpu.") + std::string(name(element_type_of<T>()))));
+  }
+  Exec& gpu() { return test::GpuTest::gpu(); }
+
+  H2<T> build(const std::vector<double>& points, bool exponential = false) {
+    const Problem<T> pr = problem<T>(exponential);
+    return h2_build<T>(cpu_, points, 2, pr.spec, pr.options);
+  }
+
+  // Y = α·A·X + β·Y₀ on the GPU (X and Y with ld = n + 7, the padding rows poisoned and checked
+  // unwritten) and on the CPU; the relative difference in units of n·ε, and whether Y came back
+  // finite and its padding untouched.
+  double compare(const H2<T>& a, const H2Device<T>& device, std::int64_t nvec, T alpha, T beta, const char* what) {
+    const std::int64_t n = a.tree.n, ld = n + 7;
+    const std::vector<T> x = test::random_normal<T>(static_cast<std::size_t>(n * nvec), rng_);
+    const bool beta_zero = beta == T(0);
+    std::vector<T> y0 = beta_zero ? std::vector<T>(static_cast<std::size_t>(n * nvec), test::poison<T>())
+                                  : test::random_normal<T>(static_cast<std::size_t>(n * nvec), rng_);
+    // CPU reference, and A·X alone for the scale.
+    std::vector<T> y_cpu = y0, ax(static_cast<std::size_t>(n * nvec));
+    h2_gemv<T>(cpu_, alpha, a, Batch<const T>::packed(x.data(), n, nvec, 1), beta, Batch<T>::packed(y_cpu.data(), n, nvec, 1));
+    h2_gemv<T>(cpu_, T(1), a, Batch<const T>::packed(x.data(), n, nvec, 1), T(0), Batch<T>::packed(ax.data(), n, nvec, 1));
+
+    std::vector<T> xl(static_cast<std::size_t>(ld * nvec), test::poison<T>()), yl(xl.size(), test::poison<T>());
+    for (std::int64_t j = 0; j < nvec; ++j)
+      for (std::int64_t i = 0; i < n; ++i) {
+        xl[static_cast<std::size_t>(i + j * ld)] = x[static_cast<std::size_t>(i + j * n)];
+        yl[static_cast<std::size_t>(i + j * ld)] = y0[static_cast<std::size_t>(i + j * n)];
+      }
+    const cudaStream_t stream = gpu().cuda_context().stream();
+    cuda::DeviceBuffer<T> xd(xl.size()), yd(yl.size());
+    xd.upload(xl, stream);
+    yd.upload(yl, stream);
+    const std::size_t growths = gpu().workspace().growth_count();
+    gpu().workspace().reserve(h2_gemv_workspace<T>(gpu(), device, nvec));
+    h2_gemv<T>(gpu(), alpha, device, Batch<const T>{xd.data(), n, nvec, ld, ld * nvec, 1}, beta,
+               Batch<T>{yd.data(), n, nvec, ld, ld * nvec, 1});
+    EXPECT_EQ(gpu().workspace().growth_count(), growths) << what << ": h2_gemv grew a reserved workspace";
+    std::vector<T> y_gpu(yl.size());
+    yd.download(y_gpu, stream);
+    gpu().synchronize();
+
+    bool finite = true, padding = true;
+    double diff = 0;
+    for (std::int64_t j = 0; j < nvec; ++j) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const cd g(y_gpu[static_cast<std::size_t>(i + j * ld)]);
+        finite = finite && std::isfinite(g.real()) && std::isfinite(g.imag());
+        diff += std::norm(g - cd(y_cpu[static_cast<std::size_t>(i + j * n)]));
+      }
+      for (std::int64_t i = n; i < ld; ++i) padding = padding && std::isnan(std::real(cd(y_gpu[static_cast<std::size_t>(i + j * ld)])));
+    }
+    EXPECT_TRUE(finite) << what << ": non-finite output (β = 0 must not read the NaN-poisoned Y)";
+    EXPECT_TRUE(padding) << what << ": rows between n and ld of Y were written";
+    const double scale = std::abs(cd(alpha)) * fro(ax, n, nvec, n) + (beta_zero ? 0.0 : std::abs(cd(beta)) * fro(y0, n, nvec, n));
+    const double relative = std::sqrt(diff) / scale / (static_cast<double>(n) * eps<T>());
+    EXPECT_LE(relative, kRoundingFactor) << what << ", nvec " << nvec << ": ‖Y_gpu − Y_cpu‖ in n·ε of the scale";
+    return relative;
+  }
+
+  void compare_all(const H2<T>& a, const char* what) {
+    const H2Device<T> device = h2_upload(gpu(), a);
+    double worst = 0;
+    for (const std::int64_t nvec : {1, 3, 16}) {
+      worst = std::max(worst, compare(a, device, nvec, T(1), T(0), what));
+      worst = std::max(worst, compare(a, device, nvec, scalar<T>(-0.75, 0.5), T(0), what));
+      worst = std::max(worst, compare(a, device, nvec, scalar<T>(0.5, -0.25), scalar<T>(-1.25, 0.75), what));
+    }
+    std::cout << "  " << what << ": n " << a.tree.n << ", depth " << a.tree.depth << ", ranks";
+    for (int k : a.rank) std::cout << " " << k;
+    std::cout << ", worst ‖Y_gpu − Y_cpu‖ " << worst << " n·ε (bound " << kRoundingFactor << ")\n";
+  }
+
+  Exec cpu_ = Exec::cpu(0);
+  std::mt19937_64 rng_;
+};
+struct ElementName {
+  template <class T>
+  static std::string GetName(int) {
+    return std::string(name(element_type_of<T>()));
+  }
+};
+using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
+TYPED_TEST_SUITE(H2Gpu, ElementTypes, ElementName);
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+void expect_same_pairs(const H2Pairs& a, const H2Pairs& b, const char* what) {
+  EXPECT_TRUE(same_bits(a.level_ptr, b.level_ptr) && same_bits(a.row, b.row) && same_bits(a.col, b.col) &&
+              same_bits(a.row_ptr, b.row_ptr) && same_bits(a.col_ptr, b.col_ptr) && same_bits(a.col_pairs, b.col_pairs))
+      << what;
+}
+template <class T>
+void expect_same_h2(const H2<T>& a, const H2<T>& b) {
+  EXPECT_EQ(a.tree.n, b.tree.n);
+  EXPECT_EQ(a.tree.dim, b.tree.dim);
+  EXPECT_EQ(a.tree.depth, b.tree.depth);
+  EXPECT_EQ(a.tree.leaf_capacity, b.tree.leaf_capacity);
+  EXPECT_TRUE(same_bits(a.tree.permutation, b.tree.permutation)) << "permutation";
+  EXPECT_TRUE(same_bits(a.tree.node_begin, b.tree.node_begin) && same_bits(a.tree.node_end, b.tree.node_end)) << "nodes";
+  EXPECT_TRUE(same_bits(a.tree.box, b.tree.box)) << "boxes";
+  expect_same_pairs(a.couplings, b.couplings, "coupling pairs");
+  expect_same_pairs(a.dense_pairs, b.dense_pairs, "dense pairs");
+  EXPECT_TRUE(same_bits(a.rank, b.rank)) << "ranks";
+  EXPECT_TRUE(same_bits(a.transfer_offset, b.transfer_offset) && same_bits(a.coupling_offset, b.coupling_offset)) << "offsets";
+  EXPECT_TRUE(same_bits(a.leaf_basis, b.leaf_basis)) << "leaf bases";
+  EXPECT_TRUE(same_bits(a.transfer, b.transfer)) << "transfers";
+  EXPECT_TRUE(same_bits(a.coupling, b.coupling)) << "couplings";
+  EXPECT_TRUE(same_bits(a.dense, b.dense)) << "dense blocks";
+  EXPECT_EQ(a.orthogonal, b.orthogonal);
+}
+
+// n = 20000 points (the CPU reference is O(n) per vector, so this stays a few seconds).
+TYPED_TEST(H2Gpu, GemvMatchesCpuAtScale) {
+  using T = TypeParam;
+  const H2<T> a = this->build(uniform_points(20000, 2, problem<T>().extent, this->rng_));
+  this->compare_all(a, "built, n = 20000");
+}
+
+TYPED_TEST(H2Gpu, GemvMatchesCpuAfterCompression) {
+  using T = TypeParam;
+  H2<T> a = this->build(uniform_points(6000, 2, problem<T>().extent, this->rng_), !is_complex_v<T>);
+  const H2CompressReport report = h2_compress(this->cpu_, a, std::is_same_v<real_t<T>, float> ? 1e-3 : 1e-6);
+  int distinct = 0;
+  for (std::size_t l = 1; l < report.ranks_after.size(); ++l) distinct += report.ranks_after[l] != report.ranks_after[l - 1];
+  EXPECT_GT(distinct, 0) << "compression left one rank on every level: the case tests nothing new";
+  this->compare_all(a, "compressed");
+}
+
+// Coincident points leave nodes (and leaves) empty: they hold nothing and take part in no block.
+TYPED_TEST(H2Gpu, GemvMatchesCpuWithEmptyNodes) {
+  using T = TypeParam;
+  const double extent = problem<T>().extent;
+  std::vector<double> p = uniform_points(3000, 2, extent, this->rng_);
+  for (std::size_t i = 0; i < 1500; ++i) p[2 * i] = 0.1 * extent, p[2 * i + 1] = 0.2 * extent;  // half on one point
+  const std::vector<double> copies(2 * 500, 0.3 * extent);  // and 500 more on another
+  p.insert(p.end(), copies.begin(), copies.end());
+  const H2<T> a = this->build(p);
+  int empty = 0;
+  for (std::size_t i = 0; i < a.tree.node_begin.size(); ++i) empty += a.tree.node_begin[i] == a.tree.node_end[i];
+  std::cout << "  " << empty << " empty nodes\n";
+  EXPECT_GT(empty, 0) << "no empty node: the case tests nothing new";
+  this->compare_all(a, "coincident points");
+}
+
+TYPED_TEST(H2Gpu, DownloadOfUploadIsBitIdentical) {
+  using T = TypeParam;
+  H2<T> a = this->build(uniform_points(3000, 2, problem<T>().extent, this->rng_));
+  for (int stage = 0; stage < 2; ++stage) {
+    if (stage == 1) h2_compress(this->cpu_, a, 1e-3);
+    const H2Device<T> device = h2_upload(this->gpu(), a);
+    EXPECT_FALSE(device.empty());
+    EXPECT_EQ(device.device(), this->gpu().cuda_context().device());
+    EXPECT_GE(device.device_bytes(), h2_bytes(a));
+    expect_same_h2(h2_download(this->gpu(), device), a);
+  }
+}
+
+// X and Y the same array, and nvec = 0 a no-op.
+TYPED_TEST(H2Gpu, InPlaceAndEmpty) {
+  using T = TypeParam;
+  const H2<T> a = this->build(uniform_points(2500, 2, problem<T>().extent, this->rng_));
+  const std::int64_t n = a.tree.n, nvec = 3;
+  const H2Device<T> device = h2_upload(this->gpu(), a);
+  const std::vector<T> x = test::random_normal<T>(static_cast<std::size_t>(n * nvec), this->rng_);
+  const T alpha = scalar<T>(0.5, 0.5), beta = scalar<T>(2.0, -1.0);
+  std::vector<T> expected = x, got(x.size());
+  h2_gemv<T>(this->cpu_, alpha, a, Batch<const T>::packed(x.data(), n, nvec, 1), beta, Batch<T>::packed(expected.data(), n, nvec, 1));
+  const cudaStream_t stream = this->gpu().cuda_context().stream();
+  cuda::DeviceBuffer<T> xy(x.size());
+  xy.upload(x, stream);
+  h2_gemv<T>(this->gpu(), alpha, device, Batch<const T>::packed(xy.data(), n, nvec, 1), beta, Batch<T>::packed(xy.data(), n, nvec, 1));
+  h2_gemv<T>(this->gpu(), alpha, device, Batch<const T>{xy.data(), n, 0, n, 0, 1}, beta, Batch<T>{xy.data(), n, 0, n, 0, 1});
+  xy.download(got, stream);
+  this->gpu().synchronize();
+  double diff = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) diff += std::norm(cd(got[i]) - cd(expected[i]));
+  EXPECT_LE(std::sqrt(diff) / fro(expected, n, nvec, n), kRoundingFactor * static_cast<double>(n) * eps<T>());
+}
+
+TEST(H2GpuErrors, BadArgumentsThrowInvalidArgumentNamingThem) {
+  COVFLOW_SKIP_WITHOUT_DEVICE();
+  Exec& gpu = test::GpuTest::gpu();
+  Exec cpu = Exec::cpu(2);
+  std::mt19937_64 rng(1);
+  const std::vector<double> p = uniform_points(400, 2, 1.0, rng);
+  const H2<f64> a = h2_build<f64>(cpu, p, 2, H2KernelSpec{H2Kernel::exponential, 1.0, 0.2}, H2Options{32, 1.0, 4});
+  test::expect_invalid_argument([&] { h2_upload(cpu, a); }, "h2_upload: exec must be a CUDA Exec");
+  test::expect_invalid_argument([&] { h2_upload(gpu, H2<f64>{}); }, "h2_upload: A: not an H² matrix");
+  H2<f64> broken = a;
+  broken.couplings.col_pairs.assign(broken.couplings.col_pairs.size(), -1);
+  if (!broken.couplings.col_pairs.empty())
+    test::expect_invalid_argument([&] { h2_upload(gpu, broken); }, "h2_upload: A: couplings: pair");
+
+  const H2Device<f64> device = h2_upload(gpu, a);
+  cuda::DeviceBuffer<f64> x(400 * 2), y(400 * 2);
+  std::vector<f64> host(400 * 2);
+  test::expect_invalid_argument(
+      [&] { h2_gemv<f64>(gpu, 1.0, device, Batch<const f64>::packed(host.data(), 400, 2, 1), 0.0, Batch<f64>::packed(y.data(), 400, 2, 1)); },
+      "h2_gemv: X");
+  test::expect_invalid_argument(
+      [&] { h2_gemv<f64>(gpu, 1.0, device, Batch<const f64>::packed(x.data(), 399, 2, 1), 0.0, Batch<f64>::packed(y.data(), 400, 2, 1)); },
+      "h2_gemv: X is 399×2 but A is 400×400");
+  test::expect_invalid_argument(
+      [&] { h2_gemv<f64>(gpu, 1.0, device, Batch<const f64>::packed(x.data(), 400, 2, 1), 0.0, Batch<f64>::packed(y.data(), 400, 1, 1)); },
+      "h2_gemv: Y is 400×1 but A is 400×400: Y needs 400 rows and 2 columns");
+  test::expect_invalid_argument(
+      [&] { h2_gemv<f64>(gpu, 1.0, device, Batch<const f64>{x.data(), 400, 2, 300, 800, 1}, 0.0, Batch<f64>::packed(y.data(), 400, 2, 1)); },
+      "h2_gemv: X: leading dimension 300 < rows 400");
+  test::expect_invalid_argument(
+      [&] { h2_gemv<f64>(cpu, 1.0, device, Batch<const f64>::packed(x.data(), 400, 2, 1), 0.0, Batch<f64>::packed(y.data(), 400, 2, 1)); },
+      "h2_gemv: exec must be a CUDA Exec");
+  const H2Device<f64> none;
+  test::expect_invalid_argument(
+      [&] { h2_gemv<f64>(gpu, 1.0, none, Batch<const f64>::packed(x.data(), 400, 2, 1), 0.0, Batch<f64>::packed(y.data(), 400, 2, 1)); },
+      "h2_gemv: A is an empty H2Device");
+  test::expect_invalid_argument([&] { h2_download(gpu, none); }, "h2_download: A is an empty H2Device");
+  test::expect_invalid_argument([&] { h2_gemv_workspace<f64>(gpu, device, -1); }, "h2_gemv_workspace: nvec -1");
+  gpu.synchronize();
+}
+
+}  // namespace
+}  // namespace covflow::linalg
