@@ -62,8 +62,10 @@ void Report::print() const {
     const double best = best_vendor_ms(row, &best_name);
     fmt::print("{:<6} {:<28}", row.dtype, row.input.empty() ? row.shape : fmt::format("{:<24} {:<6}", row.shape, row.input));
     for (const auto& [who, t] : row.times) {
-      const double gflops = t.median_ms > 0 ? row.flops / (t.median_ms * 1e6) : 0;
-      fmt::print("  {} {:.4f} ms ({:.0f} GF/s)", who, t.median_ms, gflops);
+      // Rows whose contenders do different work (flops 0) give their rates in the notes.
+      if (row.flops > 0 && t.median_ms > 0)
+        fmt::print("  {} {:.4f} ms ({:.0f} GF/s)", who, t.median_ms, row.flops / (t.median_ms * 1e6));
+      else fmt::print("  {} {:.4f} ms", who, t.median_ms);
     }
     auto cov = row.times.find("covflow");
     if (best > 0 && cov != row.times.end() && cov->second.reps > 0)

@@ -15,6 +15,7 @@
 #include "bench_common.hpp"
 #include "cholupdate_bench.hpp"
 #include "covariance_bench.hpp"
+#include "h2_bench.hpp"
 #include "heev_bench.hpp"
 #include "ingest_bench.hpp"
 #include "pipeline_bench.hpp"
@@ -68,6 +69,11 @@ int main(int argc, char** argv) {
   tlr->add_option("--dtype", settings.dtype, "Element type (default cf64)")->check(CLI::IsMember({"cf64", "cf32", "f64"}));
   tlr->add_option("--shape", settings.shapes, "Only these OP/INPUT/N/TILE/TOL rows, e.g. gemm/exp/16384/1024/1e-6, "
                                               "potrf/exp/32768/1024/1e-6 (repeatable)");
+  auto* h2 = app.add_subcommand("h2", "H² matrices: build and compress (CPU), memory, and the GPU matvec for 1 and 16 "
+                                       "vectors vs the dense cuBLAS product (not run by `all`)");
+  h2->fallthrough();
+  h2->add_option("--dtype", settings.dtype, "Element type (default cf64)")->check(CLI::IsMember({"cf64", "f64"}));
+  h2->add_option("--shape", settings.shapes, "Only these N/TOL rows, e.g. 65536/1e-6 (repeatable)");
   auto* tiny = app.add_subcommand("tiny", "Batched tiny (n ≤ 32) getrf/getrs/potrf/potrs/geqrf vs cuBLAS/cuSOLVER's "
                                            "batched routines, with each row's memory floor (not run by `all`)");
   tiny->fallthrough();  // --json, --reps, --quick … may follow the subcommand
@@ -196,6 +202,7 @@ int main(int argc, char** argv) {
     if (svd->parsed() || all->parsed()) checked(bench::run_svd_bench(settings, gpu.get(), cpu));
     if (rsvd->parsed() || all->parsed()) checked(bench::run_rsvd_bench(settings, gpu.get()));
     if (tlr->parsed()) checked(bench::run_tlr_bench(settings, gpu.get()));
+    if (h2->parsed()) checked(bench::run_h2_bench(settings, gpu.get()));
     if (tiny->parsed()) checked(bench::run_tiny_bench(settings, tiny_options, gpu.get()));
     if (adaptive->parsed()) checked(bench::run_adaptive_bench(settings, adaptive_options, gpu.get(), cpu));
     if (pipeline->parsed() || all->parsed()) {
