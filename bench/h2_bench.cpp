@@ -30,6 +30,7 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
+#include "cublas_types.hpp"
 #include "tlr_bench.hpp"
 #endif
 
@@ -69,12 +70,6 @@ std::vector<double> perturbed_grid(std::int64_t n, std::mt19937_64& rng) {
   }
   return p;
 }
-
-template <class T> struct Cu;
-template <> struct Cu<f32> { static constexpr cudaDataType data = CUDA_R_32F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F; };
-template <> struct Cu<f64> { static constexpr cudaDataType data = CUDA_R_64F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F; };
-template <> struct Cu<cf32> { static constexpr cudaDataType data = CUDA_C_32F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F; };
-template <> struct Cu<cf64> { static constexpr cudaDataType data = CUDA_C_64F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F; };
 
 // y = A·x for one vector with the Hermitian (symmetric) dense A, lower triangle.
 template <class T>

@@ -40,6 +40,7 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
+#include "cublas_types.hpp"
 #endif
 
 namespace covflow::bench {
@@ -87,12 +88,6 @@ std::vector<double> cluster_order(std::vector<double> p, std::int64_t n, std::in
     for (int d = 0; d < 2; ++d) out[k + d * n] = p[index[k] + d * n];
   return out;
 }
-
-template <class T> struct Cu;
-template <> struct Cu<f32> { static constexpr cudaDataType data = CUDA_R_32F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F; };
-template <> struct Cu<f64> { static constexpr cudaDataType data = CUDA_R_64F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F; };
-template <> struct Cu<cf32> { static constexpr cudaDataType data = CUDA_C_32F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F; };
-template <> struct Cu<cf64> { static constexpr cudaDataType data = CUDA_C_64F; static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F; };
 
 template <class T>
 void dense_gemm(CudaContext& context, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T beta,

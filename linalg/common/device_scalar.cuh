@@ -5,6 +5,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <type_traits>
+
 #include "covflow/linalg/cuda/warp.cuh"
 #include "covflow/linalg/types.hpp"
 
@@ -20,6 +23,19 @@ template <class T> struct device_type { using type = T; };
 template <> struct device_type<cf32> { using type = Cx<float>; };
 template <> struct device_type<cf64> { using type = Cx<double>; };
 template <class T> using device_t = typename device_type<T>::type;
+
+// Host pointer or value → its device element type (same bytes: Cx is layout-compatible with
+// std::complex), for passing the caller's arrays and scalars to kernels.
+template <class T>
+device_t<std::remove_const_t<T>>* dev(T* p) {
+  return reinterpret_cast<device_t<std::remove_const_t<T>>*>(const_cast<std::remove_const_t<T>*>(p));
+}
+template <class T>
+device_t<T> to_device(T value) {
+  device_t<T> out;
+  std::memcpy(&out, &value, sizeof(out));
+  return out;
+}
 
 template <class T> struct scalar_real { using type = T; };
 template <class R> struct scalar_real<Cx<R>> { using type = R; };

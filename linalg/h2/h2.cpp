@@ -28,29 +28,6 @@ std::string number(double v) {
   return text.str();
 }
 
-// The arrays of an H² matrix agree with its tree, ranks and pair lists (what h2_build leaves and the
-// operations keep): a cheap guard against a hand-assembled or moved-from H2.
-template <class T>
-void require_h2(const H2<T>& a, const char* op) {
-  const H2Tree& tree = a.tree;
-  auto bad = [&](const std::string& why) { fail(op, "A: " + why); };
-  if (tree.n < 1 || tree.dim < 1 || tree.dim > 3 || tree.depth < 0 || tree.depth > 30 || tree.leaf_capacity < 1)
-    bad("not an H² matrix from h2_build (empty or malformed tree)");
-  const auto levels = static_cast<std::size_t>(tree.depth) + 1;
-  const auto nodes = static_cast<std::size_t>((std::int64_t{2} << tree.depth) - 1);
-  if (tree.permutation.size() != static_cast<std::size_t>(tree.n) || tree.node_begin.size() != nodes ||
-      tree.node_end.size() != nodes || a.rank.size() != levels || a.transfer_offset.size() != levels + 1 ||
-      a.coupling_offset.size() != levels + 1 || a.couplings.level_ptr.size() != levels + 1 ||
-      a.dense_pairs.level_ptr.size() != levels + 1)
-    bad("tree, ranks and pair lists disagree in size");
-  const std::int64_t m = tree.leaf_capacity, kl = a.rank.back();
-  if (a.leaf_basis.size() != static_cast<std::size_t>(tree.nodes(tree.depth) * m * kl) ||
-      a.transfer.size() != static_cast<std::size_t>(a.transfer_offset.back()) ||
-      a.coupling.size() != static_cast<std::size_t>(a.coupling_offset.back()) ||
-      a.dense.size() != static_cast<std::size_t>(a.dense_pairs.count() * m * m))
-    bad("storage sizes disagree with the ranks and pair counts");
-}
-
 template <class T>
 void require_vectors(Exec& exec, const Batch<T>& v, std::int64_t n, std::int64_t cols, const char* op, const char* what) {
   detail::require_dims(v, op, what, "rows", "nvec");
@@ -66,7 +43,7 @@ void require_vectors(Exec& exec, const Batch<T>& v, std::int64_t n, std::int64_t
 
 template <class T>
 H2Stats h2_stats(const H2<T>& a) {
-  require_h2(a, "h2_stats");
+  detail::h2::require_sizes(a, "h2_stats");
   const H2Tree& tree = a.tree;
   const std::size_t s = sizeof(T);
   const auto m = static_cast<std::size_t>(tree.leaf_capacity);
@@ -152,7 +129,7 @@ H2<T> h2_build(Exec& exec, std::span<const double> points, int dim, const H2Kern
 template <class T>
 void h2_gemv(Exec& exec, T alpha, const H2<T>& a, Batch<const T> x, T beta, Batch<T> y) {
   constexpr const char* op = "h2_gemv";
-  require_h2(a, op);
+  detail::h2::require_sizes(a, op);
   require_vectors(exec, x, a.tree.n, -1, op, "X");
   require_vectors(exec, y, a.tree.n, x.cols, op, "Y");
   require_cpu(exec, op);
@@ -163,7 +140,7 @@ void h2_gemv(Exec& exec, T alpha, const H2<T>& a, Batch<const T> x, T beta, Batc
 template <class T>
 void h2_expand(Exec& exec, const H2<T>& a, Batch<T> out) {
   constexpr const char* op = "h2_expand";
-  require_h2(a, op);
+  detail::h2::require_sizes(a, op);
   require_vectors(exec, out, a.tree.n, a.tree.n, op, "out");
   require_cpu(exec, op);
   detail::h2::expand<T>(exec, a, out);
@@ -172,7 +149,7 @@ void h2_expand(Exec& exec, const H2<T>& a, Batch<T> out) {
 template <class T>
 void h2_orthogonalize(Exec& exec, H2<T>& a) {
   constexpr const char* op = "h2_orthogonalize";
-  require_h2(a, op);
+  detail::h2::require_sizes(a, op);
   require_cpu(exec, op);
   detail::h2::orthogonalize<T>(exec, a);
 }
@@ -180,7 +157,7 @@ void h2_orthogonalize(Exec& exec, H2<T>& a) {
 template <class T>
 H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol) {
   constexpr const char* op = "h2_compress";
-  require_h2(a, op);
+  detail::h2::require_sizes(a, op);
   if (!(tol > 0) || !std::isfinite(tol)) fail(op, "tol " + number(tol) + " must be positive and finite");
   require_cpu(exec, op);
   return detail::h2::compress<T>(exec, a, tol);
@@ -201,3 +178,33 @@ COVFLOW_H2_API(cf64)
 #undef COVFLOW_H2_API
 
 }  // namespace covflow::linalg
+
+namespace covflow::linalg::detail::h2 {
+
+template <class T>
+void require_sizes(const H2<T>& a, const char* op) {
+  const H2Tree& tree = a.tree;
+  auto bad = [&](const std::string& why) { throw InvalidArgument(std::string(op) + ": A: " + why); };
+  if (tree.n < 1 || tree.dim < 1 || tree.dim > 3 || tree.depth < 0 || tree.depth > 30 || tree.leaf_capacity < 1)
+    bad("not an H² matrix from h2_build (empty or malformed tree)");
+  const auto levels = static_cast<std::size_t>(tree.depth) + 1;
+  const auto nodes = static_cast<std::size_t>((std::int64_t{2} << tree.depth) - 1);
+  if (tree.permutation.size() != static_cast<std::size_t>(tree.n) || tree.node_begin.size() != nodes ||
+      tree.node_end.size() != nodes || a.rank.size() != levels || a.transfer_offset.size() != levels + 1 ||
+      a.coupling_offset.size() != levels + 1 || a.couplings.level_ptr.size() != levels + 1 ||
+      a.dense_pairs.level_ptr.size() != levels + 1)
+    bad("tree, ranks and pair lists disagree in size");
+  const std::int64_t m = tree.leaf_capacity, kl = a.rank.back();
+  if (a.leaf_basis.size() != static_cast<std::size_t>(tree.nodes(tree.depth) * m * kl) ||
+      a.transfer.size() != static_cast<std::size_t>(a.transfer_offset.back()) ||
+      a.coupling.size() != static_cast<std::size_t>(a.coupling_offset.back()) ||
+      a.dense.size() != static_cast<std::size_t>(a.dense_pairs.count() * m * m))
+    bad("storage sizes disagree with the ranks and pair counts");
+}
+
+template void require_sizes<f32>(const H2<f32>&, const char*);
+template void require_sizes<f64>(const H2<f64>&, const char*);
+template void require_sizes<cf32>(const H2<cf32>&, const char*);
+template void require_sizes<cf64>(const H2<cf64>&, const char*);
+
+}  // namespace covflow::linalg::detail::h2

@@ -11,6 +11,7 @@
 #include "covflow/linalg/cuda/memory.hpp"
 #include "covflow/linalg/error.hpp"
 #include "h2_cuda.cuh"
+#include "h2_impl.hpp"
 
 namespace covflow::linalg {
 namespace {
@@ -25,25 +26,13 @@ void require_cuda(const Exec& exec, const char* op) {
 // the index ranges of the pair lists, which the kernels follow without checking.
 template <class T>
 void require_h2(const H2<T>& a, const char* op) {
+  detail::h2::require_sizes(a, op);
   const H2Tree& tree = a.tree;
   auto bad = [&](const std::string& why) { fail(op, "A: " + why); };
-  if (tree.n < 1 || tree.dim < 1 || tree.dim > 3 || tree.depth < 0 || tree.depth > 30 || tree.leaf_capacity < 1)
-    bad("not an H² matrix from h2_build (empty or malformed tree)");
   detail::require_int32(tree.n, op, "n");
   detail::require_int32(tree.leaf_capacity, op, "leaf capacity");
-  const auto levels = static_cast<std::size_t>(tree.depth) + 1;
   const auto nodes = static_cast<std::size_t>((std::int64_t{2} << tree.depth) - 1);
-  if (tree.permutation.size() != static_cast<std::size_t>(tree.n) || tree.node_begin.size() != nodes ||
-      tree.node_end.size() != nodes || a.rank.size() != levels || a.transfer_offset.size() != levels + 1 ||
-      a.coupling_offset.size() != levels + 1 || a.couplings.level_ptr.size() != levels + 1 ||
-      a.dense_pairs.level_ptr.size() != levels + 1)
-    bad("tree, ranks and pair lists disagree in size");
-  const std::int64_t m = tree.leaf_capacity, kl = a.rank.back();
-  if (a.leaf_basis.size() != static_cast<std::size_t>(tree.nodes(tree.depth) * m * kl) ||
-      a.transfer.size() != static_cast<std::size_t>(a.transfer_offset.back()) ||
-      a.coupling.size() != static_cast<std::size_t>(a.coupling_offset.back()) ||
-      a.dense.size() != static_cast<std::size_t>(a.dense_pairs.count() * m * m))
-    bad("storage sizes disagree with the ranks and pair counts");
+  const std::int64_t m = tree.leaf_capacity;
   for (int l = 0; l <= tree.depth; ++l) {
     const std::int64_t k = a.rank[static_cast<std::size_t>(l)];
     if (k < 0) bad("negative rank at level " + std::to_string(l));

@@ -37,16 +37,6 @@ constexpr unsigned kMaxGridYZ = 65535;
 
 template <class T>
 using dev_t = device_t<T>;
-template <class T>
-dev_t<std::remove_const_t<T>>* dev(T* p) {
-  return reinterpret_cast<dev_t<std::remove_const_t<T>>*>(const_cast<std::remove_const_t<T>*>(p));
-}
-template <class T>
-dev_t<T> to_device(T value) {
-  dev_t<T> out;
-  std::memcpy(&out, &value, sizeof(out));
-  return out;
-}
 
 template <class D>
 __host__ __device__ inline D zero_of() {

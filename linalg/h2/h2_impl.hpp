@@ -20,6 +20,13 @@
 
 namespace covflow::linalg::detail::h2 {
 
+// ---- checks (h2.cpp) ----------------------------------------------------------------------------
+
+// The arrays of `a` agree in size with its tree, ranks and pair lists (what h2_build leaves and the
+// operations keep): InvalidArgument naming `op` otherwise. Indices are not checked here.
+template <class T>
+void require_sizes(const H2<T>& a, const char* op);
+
 // ---- trees (h2_tree.cpp) ---------------------------------------------------------------------------
 
 H2Tree build_tree(std::span<const double> points, int dim, std::int64_t leaf_size);

@@ -183,10 +183,6 @@ void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, i
 
 template <class T>
 using dev_t = device_t<std::remove_const_t<T>>;
-template <class T>
-dev_t<T>* dev(T* p) {
-  return reinterpret_cast<dev_t<T>*>(const_cast<std::remove_const_t<T>*>(p));
-}
 
 // A TLR operand as the kernels read it.
 template <class D>
@@ -208,13 +204,6 @@ struct Operand {
     right = swap ? us : vs;
   }
 };
-
-template <class T>
-dev_t<T> to_device(T value) {
-  dev_t<T> out;
-  std::memcpy(&out, &value, sizeof(out));
-  return out;
-}
 
 // The operand as the kernels read it; a complex op T copies its arrays conjugated into `scratch`.
 template <class T>
