@@ -101,7 +101,28 @@ void require_vectors(Exec& exec, const Batch<T>& v, std::int64_t n, std::int64_t
 using Allocation = cuda::DeviceBuffer<std::byte>;
 void free_allocation(void* p) noexcept { delete static_cast<Allocation*>(p); }
 
-// Where each array of an H2<T> lives in the allocation (with a null base: only the size).
+// Element counts of the arrays of an H2Device's allocation.
+struct Sizes {
+  std::int64_t n = 0, nodes = 0, pairs[2] = {0, 0}, ptrs = 0;
+  std::int64_t leaf_basis = 0, transfer = 0, coupling = 0, dense = 0;
+};
+
+// From the shape alone (the value arrays as the ranks and offsets size them).
+Sizes sizes_of(const H2DeviceShape& s) {
+  Sizes z;
+  z.n = s.n;
+  z.nodes = (std::int64_t{2} << s.depth) - 1;
+  z.pairs[0] = s.coupling_level_ptr.empty() ? 0 : s.coupling_level_ptr.back();
+  z.pairs[1] = s.dense_count();
+  z.ptrs = H2Pairs::ptr_offset(s.depth + 1);
+  z.leaf_basis = s.nodes(s.depth) * s.leaf_capacity * s.rank.back();
+  z.transfer = s.transfer_offset.back();
+  z.coupling = s.coupling_offset.back();
+  z.dense = z.pairs[1] * s.leaf_capacity * s.leaf_capacity;
+  return z;
+}
+
+// Where each array lives in the allocation (with a null base: only the size).
 template <class T>
 struct Layout {
   int* permutation;
@@ -114,25 +135,22 @@ struct Layout {
   T* dense;
   std::size_t bytes;
 
-  Layout(const H2<T>& a, std::byte* base) {
+  Layout(const Sizes& z, std::byte* base) {
     detail::h2_cuda::Carve carve(base);
-    const auto nodes = static_cast<std::int64_t>(a.tree.node_begin.size());
-    permutation = carve.take<int>(a.tree.n);
-    node_begin = carve.take<int>(nodes);
-    node_end = carve.take<int>(nodes);
-    const H2Pairs* lists[2] = {&a.couplings, &a.dense_pairs};
+    permutation = carve.take<int>(z.n);
+    node_begin = carve.take<int>(z.nodes);
+    node_end = carve.take<int>(z.nodes);
     for (int i = 0; i < 2; ++i) {
-      const std::int64_t count = lists[i]->count(), ptrs = static_cast<std::int64_t>(lists[i]->row_ptr.size());
-      pair_index[i][0] = carve.take<int>(count);
-      pair_index[i][1] = carve.take<int>(count);
-      pair_index[i][2] = carve.take<int>(ptrs);
-      pair_index[i][3] = carve.take<int>(ptrs);
-      pair_index[i][4] = carve.take<int>(count);
+      pair_index[i][0] = carve.take<int>(z.pairs[i]);
+      pair_index[i][1] = carve.take<int>(z.pairs[i]);
+      pair_index[i][2] = carve.take<int>(z.ptrs);
+      pair_index[i][3] = carve.take<int>(z.ptrs);
+      pair_index[i][4] = carve.take<int>(z.pairs[i]);
     }
-    leaf_basis = carve.take<T>(static_cast<std::int64_t>(a.leaf_basis.size()));
-    transfer = carve.take<T>(static_cast<std::int64_t>(a.transfer.size()));
-    coupling = carve.take<T>(static_cast<std::int64_t>(a.coupling.size()));
-    dense = carve.take<T>(static_cast<std::int64_t>(a.dense.size()));
+    leaf_basis = carve.take<T>(z.leaf_basis);
+    transfer = carve.take<T>(z.transfer);
+    coupling = carve.take<T>(z.coupling);
+    dense = carve.take<T>(z.dense);
     bytes = carve.bytes();
   }
 };
@@ -159,33 +177,10 @@ void to_host(std::vector<X>& host, const X* device, std::size_t count, cudaStrea
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(host.data(), device, count * sizeof(X), cudaMemcpyDeviceToHost, stream));
 }
 
-}  // namespace
-
+// The host shape of an H2<T> (what H2Device keeps on the host).
 template <class T>
-H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a) {
-  constexpr const char* op = "h2_upload";
-  require_cuda(cuda_exec, op);
-  require_h2(a, op);
-  CudaContext& context = cuda_exec.cuda_context();
-  context.make_current();
-  const cudaStream_t stream = context.stream();
-
-  const Layout<T> size(a, nullptr);
-  auto allocation = std::make_unique<Allocation>(size.bytes);
-  const Layout<T> at(a, allocation->data());
-  to_device(at.permutation, a.tree.permutation, stream);
-  to_device(at.node_begin, a.tree.node_begin, stream);
-  to_device(at.node_end, a.tree.node_end, stream);
-  const H2Pairs* lists[2] = {&a.couplings, &a.dense_pairs};
-  for (int i = 0; i < 2; ++i)
-    for (int w = 0; w < 5; ++w) to_device(at.pair_index[i][w], index_array(*lists[i], w), stream);
-  to_device(at.leaf_basis, a.leaf_basis, stream);
-  to_device(at.transfer, a.transfer, stream);
-  to_device(at.coupling, a.coupling, stream);
-  to_device(at.dense, a.dense, stream);
-
-  H2Device<T> out;
-  H2DeviceShape& s = out.shape_;
+H2DeviceShape shape_of(const H2<T>& a) {
+  H2DeviceShape s;
   s.n = a.tree.n;
   s.dim = a.tree.dim;
   s.depth = a.tree.depth;
@@ -197,6 +192,22 @@ H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a) {
   s.dense_level_ptr = a.dense_pairs.level_ptr;
   s.box = a.tree.box;
   s.orthogonal = a.orthogonal;
+  return s;
+}
+
+}  // namespace
+
+namespace detail::h2_cuda {
+
+template <class T>
+H2Device<T> DeviceAccess::make(Exec& cuda_exec, H2DeviceShape shape) {
+  CudaContext& context = cuda_exec.cuda_context();
+  context.make_current();
+  const Layout<T> size(sizes_of(shape), nullptr);
+  auto allocation = std::make_unique<Allocation>(size.bytes);
+  const Layout<T> at(sizes_of(shape), allocation->data());
+  H2Device<T> out;
+  out.shape_ = std::move(shape);
   H2DeviceArrays<T>& d = out.arrays_;
   d.permutation = at.permutation;
   d.node_begin = at.node_begin;
@@ -216,6 +227,68 @@ H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a) {
   out.device_ = context.device();
   out.bytes_ = size.bytes;
   out.memory_ = typename H2Device<T>::Owner(allocation.release(), &free_allocation);
+  return out;
+}
+
+template <class T>
+H2Device<T> allocate(Exec& cuda_exec, const H2<T>& skeleton) {
+  H2Device<T> out = DeviceAccess::make<T>(cuda_exec, shape_of(skeleton));
+  const cudaStream_t stream = cuda_exec.cuda_context().stream();
+  const H2DeviceArrays<T>& d = out.arrays();
+  to_device(const_cast<int*>(d.permutation), skeleton.tree.permutation, stream);
+  to_device(const_cast<int*>(d.node_begin), skeleton.tree.node_begin, stream);
+  to_device(const_cast<int*>(d.node_end), skeleton.tree.node_end, stream);
+  const H2Pairs* lists[2] = {&skeleton.couplings, &skeleton.dense_pairs};
+  const H2DevicePairs* device_lists[2] = {&d.couplings, &d.dense_pairs};
+  for (int i = 0; i < 2; ++i) {
+    const int* targets[5] = {device_lists[i]->row, device_lists[i]->col, device_lists[i]->row_ptr,
+                             device_lists[i]->col_ptr, device_lists[i]->col_pairs};
+    for (int w = 0; w < 5; ++w) to_device(const_cast<int*>(targets[w]), index_array(*lists[i], w), stream);
+  }
+  return out;
+}
+
+template <class T>
+H2Device<T> resized(Exec& cuda_exec, const H2Device<T>& from, const std::vector<int>& rank) {
+  H2DeviceShape shape = from.shape();
+  shape.rank = rank;
+  const int depth = shape.depth;
+  shape.transfer_offset.assign(static_cast<std::size_t>(depth) + 2, 0);
+  shape.coupling_offset.assign(static_cast<std::size_t>(depth) + 2, 0);
+  for (int l = 0; l <= depth; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    shape.transfer_offset[i + 1] = shape.transfer_offset[i] + (l == 0 ? 0 : shape.nodes(l) * rank[i] * rank[i - 1]);
+    shape.coupling_offset[i + 1] = shape.coupling_offset[i] + std::int64_t{shape.coupling_count(l)} * rank[i] * rank[i];
+  }
+  H2Device<T> out = DeviceAccess::make<T>(cuda_exec, std::move(shape));
+  const cudaStream_t stream = cuda_exec.cuda_context().stream();
+  // The integer arrays sit first in the allocation, in the same order and sizes in both (they do
+  // not depend on the ranks), and the dense blocks do not either: two copies.
+  const auto* old_base = reinterpret_cast<const std::byte*>(from.arrays().permutation);
+  auto* new_base = reinterpret_cast<std::byte*>(const_cast<int*>(out.arrays().permutation));
+  const auto index_bytes = static_cast<std::size_t>(reinterpret_cast<const std::byte*>(from.arrays().leaf_basis) - old_base);
+  COVFLOW_CUDA_TRY(cudaMemcpyAsync(new_base, old_base, index_bytes, cudaMemcpyDeviceToDevice, stream));
+  const std::size_t dense_bytes = static_cast<std::size_t>(sizes_of(from.shape()).dense) * sizeof(T);
+  if (dense_bytes > 0)
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(const_cast<T*>(out.arrays().dense), from.arrays().dense, dense_bytes,
+                                     cudaMemcpyDeviceToDevice, stream));
+  return out;
+}
+
+}  // namespace detail::h2_cuda
+
+template <class T>
+H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a) {
+  constexpr const char* op = "h2_upload";
+  require_cuda(cuda_exec, op);
+  require_h2(a, op);
+  H2Device<T> out = detail::h2_cuda::allocate(cuda_exec, a);
+  const cudaStream_t stream = cuda_exec.cuda_context().stream();
+  const H2DeviceArrays<T>& d = out.arrays();
+  to_device(const_cast<T*>(d.leaf_basis), a.leaf_basis, stream);
+  to_device(const_cast<T*>(d.transfer), a.transfer, stream);
+  to_device(const_cast<T*>(d.coupling), a.coupling, stream);
+  to_device(const_cast<T*>(d.dense), a.dense, stream);
   return out;
 }
 
@@ -291,6 +364,9 @@ void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T
 }
 
 #define COVFLOW_H2_CUDA_API(T)                                                                  \
+  template H2Device<T> detail::h2_cuda::DeviceAccess::make<T>(Exec&, H2DeviceShape);            \
+  template H2Device<T> detail::h2_cuda::allocate<T>(Exec&, const H2<T>&);                       \
+  template H2Device<T> detail::h2_cuda::resized<T>(Exec&, const H2Device<T>&, const std::vector<int>&); \
   template H2Device<T> h2_upload<T>(Exec&, const H2<T>&);                                       \
   template H2<T> h2_download<T>(Exec&, const H2Device<T>&);                                     \
   template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \

@@ -13,6 +13,32 @@
 
 namespace covflow::linalg::detail::h2_cuda {
 
+// What may build an H2Device (its friend): make allocates one for `shape` — the integer arrays
+// and value arrays sized from the shape's ranks, offsets and pair counts, all unset.
+struct DeviceAccess {
+  template <class T>
+  static H2Device<T> make(Exec& cuda_exec, H2DeviceShape shape);
+};
+
+// An H2Device with `skeleton`'s tree and pair lists (copied from the host, on the Exec's stream:
+// the skeleton must live until the stream has passed them) and value arrays sized from its ranks,
+// offsets and dense pair count but unset — for code that computes the values on the device. The
+// skeleton's value vectors are not read (they may be empty).
+template <class T>
+H2Device<T> allocate(Exec& cuda_exec, const H2<T>& skeleton);
+
+// A new H2Device with `from`'s tree, pair lists and dense blocks (device-to-device copies on the
+// Exec's stream) and leaf bases, transfers and couplings sized for `rank` (offsets recomputed),
+// unset — for code that changes the ranks (orthogonalisation, compression).
+template <class T>
+H2Device<T> resized(Exec& cuda_exec, const H2Device<T>& from, const std::vector<int>& rank);
+
+// The writable address of a device array of an H2Device being filled by the library.
+template <class X>
+X* writable(const X* p) {
+  return const_cast<X*>(p);
+}
+
 // Parts of one block of memory on 256-byte boundaries; with a null base it only counts bytes, so
 // that a size query runs the same carving as the call.
 class Carve {

@@ -289,6 +289,10 @@ H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol);
 
 namespace covflow::linalg {
 
+namespace detail::h2_cuda {
+struct DeviceAccess;  // the library's own code that allocates and fills an H2Device
+}
+
 // Launch-relevant numbers of an H2Device, on the host (copies of its H2<T>'s).
 struct H2DeviceShape {
   std::int64_t n = 0;
@@ -364,8 +368,7 @@ class H2Device {
   std::size_t device_bytes() const noexcept { return bytes_; }  // the one allocation
 
  private:
-  template <class U>
-  friend H2Device<U> h2_upload(Exec& cuda_exec, const H2<U>& a);
+  friend struct detail::h2_cuda::DeviceAccess;
   // The allocation behind the type-erased owner: the deleter (set by h2_upload) frees it without
   // throwing, so this header needs no CUDA headers.
   using Owner = std::unique_ptr<void, void (*)(void*) noexcept>;
