@@ -170,6 +170,11 @@ Row bench_case(const Case& c, const Settings& settings, Exec& gpu, std::mt19937_
     const Batch<T> yb{y.data(), n, nvec, n, n * nvec, 1};
     row.times["covflow" + v] = time_device(
         stream, [&](int) { h2_gemv<T>(gpu, T(1), device, xb, T(0), yb); }, settings.warmup, settings.reps);
+    // Where the time goes: one more call with an event after each phase.
+    std::string phases;
+    for (const H2PhaseTime& t : h2_gemv_phases<T>(gpu, T(1), device, xb, T(0), yb))
+      phases += fmt::format("{}{} {:.3f}", phases.empty() ? "" : "; ", t.phase, t.ms);
+    row.notes["phases ms" + v] = phases;
     const double flops = gemv_flops(stats, sizeof(T), complex, nvec);
     row.notes["GFLOP/s" + v] = fmt::format("{:.0f} (counted from the stored ranks)",
                                            flops / row.times["covflow" + v].median_ms / 1e6);

@@ -9,6 +9,7 @@
 #include "../common/checks.hpp"
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
+#include "covflow/linalg/cuda/stream.hpp"
 #include "covflow/linalg/error.hpp"
 #include "h2_cuda.cuh"
 #include "h2_impl.hpp"
@@ -363,6 +364,33 @@ void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T
   detail::h2_cuda::gemv<T>(context, alpha, a, x, beta, y, workspace);
 }
 
+template <class T>
+std::vector<H2PhaseTime> h2_gemv_phases(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta,
+                                        Batch<T> y) {
+  constexpr const char* op = "h2_gemv_phases";
+  require_cuda(cuda_exec, op);
+  require_device_h2(cuda_exec, a, op);
+  require_vectors(cuda_exec, x, a.shape().n, -1, op, "X");
+  require_vectors(cuda_exec, y, a.shape().n, x.cols, op, "Y");
+  if (x.cols == 0) return {};
+  CudaContext& context = cuda_exec.cuda_context();
+  context.make_current();
+  const cudaStream_t stream = context.stream();
+  auto* workspace = static_cast<std::byte*>(context.workspace().acquire(h2_gemv_workspace<T>(cuda_exec, a, x.cols)));
+  std::vector<std::string> names;
+  std::vector<cuda::Event> events;
+  events.emplace_back().record(stream);
+  const detail::h2_cuda::PhaseMark mark = [&](const std::string& phase) {
+    names.push_back(phase);
+    events.emplace_back().record(stream);
+  };
+  detail::h2_cuda::gemv<T>(context, alpha, a, x, beta, y, workspace, &mark);
+  events.back().synchronize();
+  std::vector<H2PhaseTime> out;
+  for (std::size_t i = 0; i < names.size(); ++i) out.push_back({names[i], events[i + 1].elapsed_since(events[i])});
+  return out;
+}
+
 #define COVFLOW_H2_CUDA_API(T)                                                                  \
   template H2Device<T> detail::h2_cuda::DeviceAccess::make<T>(Exec&, H2DeviceShape);            \
   template H2Device<T> detail::h2_cuda::allocate<T>(Exec&, const H2<T>&);                       \
@@ -370,7 +398,8 @@ void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T
   template H2Device<T> h2_upload<T>(Exec&, const H2<T>&);                                       \
   template H2<T> h2_download<T>(Exec&, const H2Device<T>&);                                     \
   template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \
-  template void h2_gemv<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);
+  template void h2_gemv<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);                  \
+  template std::vector<H2PhaseTime> h2_gemv_phases<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);
 COVFLOW_H2_CUDA_API(f32)
 COVFLOW_H2_CUDA_API(f64)
 COVFLOW_H2_CUDA_API(cf32)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "covflow/linalg/cuda/context.hpp"
@@ -80,9 +82,14 @@ struct GemvScratch {
   }
 };
 
-// Y = α·A·X + β·Y on context's stream, in the workspace carved as GemvScratch (nvec ≥ 1).
+// Called after each phase of gemv has been queued, with the phase's name (h2_gemv_phases records
+// an event there).
+using PhaseMark = std::function<void(const std::string& phase)>;
+
+// Y = α·A·X + β·Y on context's stream, in the workspace carved as GemvScratch (nvec ≥ 1); `mark`,
+// when given, after each phase.
 template <class T>
 void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y,
-          std::byte* workspace);
+          std::byte* workspace, const PhaseMark* mark = nullptr);
 
 }  // namespace covflow::linalg::detail::h2_cuda

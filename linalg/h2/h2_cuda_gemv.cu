@@ -210,7 +210,7 @@ void launch_block_rows(const BlockRows<D>& p, long long nodes, cudaStream_t stre
 
 template <class T>
 void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y,
-          std::byte* workspace) {
+          std::byte* workspace, const PhaseMark* mark) {
   using D = dev_t<T>;
   using R = real_t<T>;
   const H2DeviceShape& s = a.shape();
@@ -229,11 +229,15 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
   const cublasOperation_t adjoint = adjoint_op<D>();
   D* const x_leaves = dev(w.x_leaves);
   const std::int64_t leaf0 = H2Tree::heap(depth, 0);
+  auto phase = [&](const std::string& name) {
+    if (mark != nullptr) (*mark)(name);
+  };
 
   gather_kernel<D><<<blocks_for(leaves * m * nvec), kThreads, 0, stream>>>(
       d.permutation, d.node_begin + leaf0, d.node_end + leaf0, leaves, m, static_cast<int>(nvec), dev(x.data), x.ld,
       x_leaves);
   COVFLOW_CHECK_LAUNCH();
+  phase("gather");
 
   int top = depth + 1;  // the first level with couplings; x̂ and ŷ above it are never needed
   for (int l = 0; l <= depth && top > depth; ++l)
@@ -255,6 +259,7 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
                         xhat(l) + c * kc * nvec, kc, 2 * kc * nvec, c == 0 ? zero : one, xhat(l - 1), kp, kp * nvec,
                         s.nodes(l - 1));
     }
+    phase("upsweep");
 
     // Couplings of each level, both triangles.
     for (int l = top; l <= depth; ++l) {
@@ -273,6 +278,8 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
       p.in = xhat(l);
       p.out = yhat(l);
       launch_block_rows(p, s.nodes(l), stream);
+      phase("couplings level " + std::to_string(l) + " (" + std::to_string(s.coupling_count(l)) + " blocks, rank " +
+            std::to_string(k(l)) + ")");
     }
 
     // Downsweep from `top`: ŷ_c += E_c·ŷ_parent, or = when level c had no couplings of its own.
@@ -293,6 +300,7 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
       }
     }
     leaves_reached = live && k(depth) > 0;
+    phase("downsweep");
   }
 
   // Leaves: U_t·ŷ_t and the dense blocks, scaled and scattered to the caller's order.
@@ -322,10 +330,11 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
   p.alpha = to_device(alpha);
   p.beta = to_device(beta);
   launch_block_rows(p, leaves, stream);
+  phase("leaves (bases and " + std::to_string(s.dense_count()) + " dense blocks)");
 }
 
 #define COVFLOW_H2_CUDA_GEMV(T) \
-  template void gemv<T>(CudaContext&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>, std::byte*);
+  template void gemv<T>(CudaContext&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>, std::byte*, const PhaseMark*);
 COVFLOW_H2_CUDA_GEMV(f32)
 COVFLOW_H2_CUDA_GEMV(f64)
 COVFLOW_H2_CUDA_GEMV(cf32)

@@ -285,6 +285,7 @@ H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol);
 #if COVFLOW_HAS_CUDA
 
 #include <memory>
+#include <string>
 #include <utility>
 
 namespace covflow::linalg {
@@ -403,6 +404,18 @@ std::size_t h2_gemv_workspace(const Exec& cuda_exec, const H2Device<T>& a, std::
 // alive, and X unchanged, until the stream has passed the call.
 template <class T>
 void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y);
+
+// Diagnostics for performance work: h2_gemv once, with a CUDA event after each of its phases
+// (gather, upsweep, the couplings of each level, downsweep, leaves), then a synchronisation; the
+// milliseconds of each phase in order. The same arguments and checks as h2_gemv. Not for the frame
+// loop (it synchronises and creates events).
+struct H2PhaseTime {
+  std::string phase;
+  double ms = 0;
+};
+template <class T>
+std::vector<H2PhaseTime> h2_gemv_phases(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta,
+                                        Batch<T> y);
 
 }  // namespace covflow::linalg
 
