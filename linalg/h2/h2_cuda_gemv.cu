@@ -8,7 +8,7 @@
 //               m × k_L with zero rows past the leaf's size, X's leaf blocks zero there too);
 //               x̂_t = E_{2t}ᴴ·x̂_{2t} + E_{2t+1}ᴴ·x̂_{2t+1}: two strided-batched GEMMs per level,
 //               stride 2 over the children, the second accumulating
-//   couplings   ŷ_t = Σ_(t,s) S_ts·x̂_s + Σ_(u,t) S_utᴴ·x̂_u per level (block_rows_kernel)
+//   couplings   ŷ_t = Σ_(t,s) S_ts·x̂_s + Σ_(u,t) S_utᴴ·x̂_u per level (block_rows_kernel; block_tile_kernel for 3+ vectors)
 //   downsweep   ŷ_c += E_c·ŷ_parent: two strided-batched GEMMs per level (even, odd children)
 //   leaves      y_t = U_t·ŷ_t + Σ D_ts·x_s + Σ D_utᴴ·x_u (u ≠ t), α, β and the scatter to the
 //               caller's order fused (block_rows_kernel again)
@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "../common/cublas_gemm.cuh"
 #include "../common/device_scalar.cuh"
@@ -29,10 +30,13 @@ namespace covflow::linalg::detail::h2_cuda {
 namespace {
 
 constexpr int kThreads = 256;
-// block_rows_kernel's tiles: 32 output rows × 8 vectors (one output element per thread) and 32 of
-// the inner dimension at a time.
-constexpr int kRowTile = 32, kColTile = 8, kInner = 32;
-static_assert(kRowTile * kColTile == kThreads, "one output element per thread");
+// block_rows_kernel's tiles: 32 output rows, each row's inner dimension split over 8 lanes of one
+// warp, and 32 of the inner dimension at a time.
+constexpr int kRowTile = 32, kSplit = 8, kInner = 32;
+static_assert(kRowTile * kSplit == kThreads, "a row per 8 threads");
+// block_tile_kernel's: 32 output rows × 8 vectors, one output element per thread.
+constexpr int kVecTile = 8;
+static_assert(kRowTile * kVecTile == kThreads, "one output element per thread");
 constexpr unsigned kMaxGridYZ = 65535;
 
 template <class T>
@@ -111,54 +115,85 @@ struct BlockRows {
   const int* permutation = nullptr;
   const int* node_begin = nullptr;  // the level's nodes
   const int* node_end = nullptr;
+  // The blocks are leaf blocks whose rows and columns past their nodes' sizes are zero (dense
+  // blocks, leaf bases' rows): those are not read, and a row tile past t's size is skipped.
+  bool sized = false;
   D alpha{}, beta{};
 };
 
-// The block-row product of one level (couplings, or the leaves' dense blocks and bases).
-// Ownership: one thread block per (node t, 32-row tile, 8-vector tile) of the output, the row and
-// vector tiles grid-strided over blockIdx.y and blockIdx.z; thread (r, j) = (tid % 32, tid / 32)
-// owns output element (i0 + r, j0 + j) and accumulates it in a register over every term of t's
-// whole block row and column, then writes it once — no two thread blocks write the same element,
-// no atomics, and the sum's order is fixed (deterministic). Each term's op(A) is staged 32 × 32
-// in shared memory (read coalesced along A's columns for op N and along its rows for op C, so the
-// conjugate transposes are read as fast as the stored blocks), its input 32 × 8 beside it.
-// Budget: (32·33 + 32·8) elements of shared memory (5 KB for float, 21 KB for complex double),
-// 256 threads, 32 to 64 registers (ptxas, sm_90): four to eight resident blocks per SM. Warp w
-// holds vector j = w, so the input tile is a broadcast and the A tile (padded to 33) is read
-// without bank conflicts.
+// Sum over the 8 lanes of an aligned group (the inner-dimension split of block_rows_kernel) by
+// butterfly shuffles: every lane of the group ends with the same total, summed in the same order.
 template <class D>
+__device__ inline D group_sum(D v) {
+  for (int offset = kSplit / 2; offset > 0; offset >>= 1) {
+    if constexpr (is_cx<D>) {
+      v.x += __shfl_xor_sync(0xffffffffu, v.x, offset);
+      v.y += __shfl_xor_sync(0xffffffffu, v.y, offset);
+    } else {
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+  }
+  return v;
+}
+
+// The block-row product of one level (couplings, or the leaves' dense blocks and bases).
+// Ownership: one thread block per (node t, 32-row tile, NV-vector tile) of the output, the row and
+// vector tiles grid-strided over blockIdx.y and blockIdx.z. Thread (r, g) = (tid / 8, tid % 8)
+// owns row i0 + r and the inner indices c ≡ g (mod 8) of every 32-wide chunk, and keeps NV partial
+// sums (one per vector of the tile) in registers over every term of t's whole block row and
+// column; at the end the 8 lanes of a row, which share a warp, add their partials by shuffles and
+// lane g writes the vectors v ≡ g (mod 8) — no two thread blocks write the same element, no
+// atomics, and the order of every sum is fixed (deterministic). Each term's op(A) is staged
+// 32 × 32 in shared memory (read coalesced along A's columns for op N and along its rows for op C,
+// so the conjugate transposes are read as fast as the stored blocks), its input 32 × NV beside it;
+// each staged element of A is read from shared memory once and used for NV multiply-adds (the
+// matvec of one vector is bound by memory, not by the shared-memory traffic of a thread per output
+// element). Budget: (32·33 + 32·NV) elements of shared memory (17 KB for complex double at NV = 1),
+// 256 threads, NV accumulators per thread (48 registers for complex double at NV = 1). On the leaf level (`sized`) a block's
+// rows and columns past its nodes' point counts are zero padding to the leaf capacity m: they are
+// neither read nor multiplied, and a row tile wholly past t's points does nothing — a leaf holds
+// about m/2 points on average (mean splits), so this skips up to three quarters of the dense
+// blocks' bytes.
+template <class D, int NV>
 __global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
   __shared__ D a_tile[kInner][kRowTile + 1];  // a_tile[c][r] = op(A)[i0 + r, k0 + c]
-  __shared__ D b_tile[kInner][kColTile];      // b_tile[c][j] = B[k0 + c, j0 + j]
+  __shared__ D b_tile[kInner][NV];            // b_tile[c][v] = B[k0 + c, j0 + v]
   const long long t = blockIdx.x;
-  const int r = static_cast<int>(threadIdx.x) % kRowTile, jj = static_cast<int>(threadIdx.x) / kRowTile;
+  const int r = static_cast<int>(threadIdx.x) / kSplit, g = static_cast<int>(threadIdx.x) % kSplit;
   const long long R = p.rows;
   const int row_first = p.row_ptr[t], row_count = p.row_ptr[t + 1] - row_first;
   const int col_first = p.col_ptr[t], col_count = p.col_ptr[t + 1] - col_first;
   const int lead = p.lead_a != nullptr ? 1 : 0;
   const int terms = lead + row_count + col_count;
-  for (long long i0 = blockIdx.y * static_cast<long long>(kRowTile); i0 < R; i0 += gridDim.y * static_cast<long long>(kRowTile))
-    for (long long j0 = blockIdx.z * static_cast<long long>(kColTile); j0 < p.nvec;
-         j0 += gridDim.z * static_cast<long long>(kColTile)) {
-      D sum = zero_of<D>();
+  auto size_of = [&](long long node) -> long long { return p.sized ? p.node_end[node] - p.node_begin[node] : R; };
+  const long long rows = size_of(t);  // the rows of t's output that are not padding
+  for (long long i0 = blockIdx.y * static_cast<long long>(kRowTile); i0 < rows; i0 += gridDim.y * static_cast<long long>(kRowTile))
+    for (long long j0 = blockIdx.z * static_cast<long long>(NV); j0 < p.nvec; j0 += gridDim.z * static_cast<long long>(NV)) {
+      D sum[NV];
+#pragma unroll
+      for (int v = 0; v < NV; ++v) sum[v] = zero_of<D>();
       for (int term = 0; term < terms; ++term) {
+        // op(A) is R × ld_b (ld R as stored), B is ld_b × nvec (ld ld_b); only the first `inner`
+        // of the inner dimension can be nonzero.
         const D* a;
         const D* b;
-        long long inner = R;
+        long long ld_b = R, inner = R;
         bool adjoint = false;
         if (term < lead) {
-          inner = p.lead_inner;
-          a = p.lead_a + t * R * inner;
-          b = p.lead_in + t * inner * p.nvec;
+          ld_b = inner = p.lead_inner;
+          a = p.lead_a + t * R * ld_b;
+          b = p.lead_in + t * ld_b * p.nvec;
         } else if (term < lead + row_count) {
-          const int q = row_first + term - lead;
+          const int q = row_first + term - lead, s = p.pair_col[q];
           a = p.blocks + static_cast<long long>(q - p.first) * R * R;
-          b = p.in + static_cast<long long>(p.pair_col[q]) * R * p.nvec;
+          b = p.in + static_cast<long long>(s) * R * p.nvec;
+          inner = size_of(s);
         } else {
           const int q = p.col_pairs[col_first + term - lead - row_count], u = p.pair_row[q];
           if (p.skip_self_mirror && u == t) continue;  // uniform over the block
           a = p.blocks + static_cast<long long>(q - p.first) * R * R;
           b = p.in + static_cast<long long>(u) * R * p.nvec;
+          inner = size_of(u);
           adjoint = true;
         }
         for (long long k0 = 0; k0 < inner; k0 += kInner) {
@@ -168,17 +203,114 @@ __global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
             if (!adjoint) {
               rr = e % kRowTile;
               cc = e / kRowTile;
-              if (i0 + rr < R && k0 + cc < inner) v = a[(i0 + rr) + (k0 + cc) * R];
+              if (i0 + rr < rows && k0 + cc < inner) v = a[(i0 + rr) + (k0 + cc) * R];
             } else {
               cc = e % kInner;
               rr = e / kInner;
-              if (i0 + rr < R && k0 + cc < inner) v = conj_of(a[(k0 + cc) + (i0 + rr) * inner]);
+              if (i0 + rr < rows && k0 + cc < inner) v = conj_of(a[(k0 + cc) + (i0 + rr) * R]);
             }
             a_tile[cc][rr] = v;
           }
-          for (int e = threadIdx.x; e < kInner * kColTile; e += kThreads) {
+          for (int e = threadIdx.x; e < kInner * NV; e += kThreads) {
             const int cc = e % kInner, j = e / kInner;
-            b_tile[cc][j] = k0 + cc < inner && j0 + j < p.nvec ? b[(k0 + cc) + (j0 + j) * inner] : zero_of<D>();
+            b_tile[cc][j] = k0 + cc < inner && j0 + j < p.nvec ? b[(k0 + cc) + (j0 + j) * ld_b] : zero_of<D>();
+          }
+          __syncthreads();
+          const int depth = static_cast<int>(std::min<long long>(kInner, inner - k0));
+          for (int c = g; c < depth; c += kSplit) {
+            const D av = a_tile[c][r];
+#pragma unroll
+            for (int v = 0; v < NV; ++v) sum[v] = fma_(sum[v], av, b_tile[c][v]);
+          }
+          __syncthreads();
+        }
+      }
+      const long long i = i0 + r;
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        const D total = group_sum(sum[v]);
+        const long long j = j0 + v;
+        if (v % kSplit != g || i >= rows || j >= p.nvec) continue;
+        if (p.out != nullptr) {
+          p.out[t * R * p.nvec + i + j * R] = total;
+        } else {
+          const int begin = p.node_begin[t];
+          if (i >= p.node_end[t] - begin) continue;
+          D& out = p.y[p.permutation[begin + i] + j * p.ldy];
+          out = is_zero(p.beta) ? p.alpha * total : p.alpha * total + p.beta * out;
+        }
+      }
+    }
+}
+
+// The block-row product of one level for three or more vectors (block_rows_kernel's other form).
+// Ownership: one thread block per (node t, 32-row tile, 8-vector tile) of the output, the row and
+// vector tiles grid-strided over blockIdx.y and blockIdx.z; thread (r, j) = (tid % 32, tid / 32)
+// owns output element (i0 + r, j0 + j) and accumulates it in a register over every term of t's
+// whole block row and column, then writes it once (no atomics, fixed order). Each term's op(A) is
+// staged 32 × 32 in shared memory as in block_rows_kernel, its input 32 × 8 beside it; warp w holds
+// vector j = w, so the input tile is a broadcast and the A tile (padded to 33) is read without bank
+// conflicts. Budget: (32·33 + 32·8) elements of shared memory (21 KB for complex double), 256
+// threads, 48 registers for complex double (ptxas, sm_90): more resident blocks than the
+// NV-accumulator form reaches at 8 or 16 vectors, which is what made it the faster one there. The
+// padding of leaf blocks (`sized`) is skipped as there.
+template <class D>
+__global__ void __launch_bounds__(kThreads) block_tile_kernel(BlockRows<D> p) {
+  __shared__ D a_tile[kInner][kRowTile + 1];  // a_tile[c][r] = op(A)[i0 + r, k0 + c]
+  __shared__ D b_tile[kInner][kVecTile];      // b_tile[c][j] = B[k0 + c, j0 + j]
+  const long long t = blockIdx.x;
+  const int r = static_cast<int>(threadIdx.x) % kRowTile, jj = static_cast<int>(threadIdx.x) / kRowTile;
+  const long long R = p.rows;
+  const int row_first = p.row_ptr[t], row_count = p.row_ptr[t + 1] - row_first;
+  const int col_first = p.col_ptr[t], col_count = p.col_ptr[t + 1] - col_first;
+  const int lead = p.lead_a != nullptr ? 1 : 0;
+  const int terms = lead + row_count + col_count;
+  auto size_of = [&](long long node) -> long long { return p.sized ? p.node_end[node] - p.node_begin[node] : R; };
+  const long long rows = size_of(t);  // the rows of t's output that are not padding
+  for (long long i0 = blockIdx.y * static_cast<long long>(kRowTile); i0 < rows; i0 += gridDim.y * static_cast<long long>(kRowTile))
+    for (long long j0 = blockIdx.z * static_cast<long long>(kVecTile); j0 < p.nvec;
+         j0 += gridDim.z * static_cast<long long>(kVecTile)) {
+      D sum = zero_of<D>();
+      for (int term = 0; term < terms; ++term) {
+        const D* a;
+        const D* b;
+        long long ld_b = R, inner = R;
+        bool adjoint = false;
+        if (term < lead) {
+          ld_b = inner = p.lead_inner;
+          a = p.lead_a + t * R * ld_b;
+          b = p.lead_in + t * ld_b * p.nvec;
+        } else if (term < lead + row_count) {
+          const int q = row_first + term - lead, s = p.pair_col[q];
+          a = p.blocks + static_cast<long long>(q - p.first) * R * R;
+          b = p.in + static_cast<long long>(s) * R * p.nvec;
+          inner = size_of(s);
+        } else {
+          const int q = p.col_pairs[col_first + term - lead - row_count], u = p.pair_row[q];
+          if (p.skip_self_mirror && u == t) continue;  // uniform over the block
+          a = p.blocks + static_cast<long long>(q - p.first) * R * R;
+          b = p.in + static_cast<long long>(u) * R * p.nvec;
+          inner = size_of(u);
+          adjoint = true;
+        }
+        for (long long k0 = 0; k0 < inner; k0 += kInner) {
+          for (int e = threadIdx.x; e < kRowTile * kInner; e += kThreads) {
+            int rr, cc;
+            D v = zero_of<D>();
+            if (!adjoint) {
+              rr = e % kRowTile;
+              cc = e / kRowTile;
+              if (i0 + rr < rows && k0 + cc < inner) v = a[(i0 + rr) + (k0 + cc) * R];
+            } else {
+              cc = e % kInner;
+              rr = e / kInner;
+              if (i0 + rr < rows && k0 + cc < inner) v = conj_of(a[(k0 + cc) + (i0 + rr) * R]);
+            }
+            a_tile[cc][rr] = v;
+          }
+          for (int e = threadIdx.x; e < kInner * kVecTile; e += kThreads) {
+            const int cc = e % kInner, j = e / kInner;
+            b_tile[cc][j] = k0 + cc < inner && j0 + j < p.nvec ? b[(k0 + cc) + (j0 + j) * ld_b] : zero_of<D>();
           }
           __syncthreads();
           const int depth = static_cast<int>(std::min<long long>(kInner, inner - k0));
@@ -187,7 +319,7 @@ __global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
         }
       }
       const long long i = i0 + r, j = j0 + jj;
-      if (i >= R || j >= p.nvec) continue;
+      if (i >= rows || j >= p.nvec) continue;
       if (p.out != nullptr) {
         p.out[t * R * p.nvec + i + j * R] = sum;
       } else {
@@ -199,10 +331,26 @@ __global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
     }
 }
 
+// One or two vectors: block_rows_kernel with NV = 1 or 2 (each staged element of A read from
+// shared memory once). Three or more: block_tile_kernel. On an H200 (2026-11-27, n = 65536, the
+// leaves' phase) the first took 0.58 ms for one vector where the second took 1.03 ms, and at 16
+// vectors the first 7.4 ms (NV = 16: 124 registers, two blocks per SM) where the second took
+// 2.0 ms; the crossover between 2 and 16 is not measured.
 template <class D>
 void launch_block_rows(const BlockRows<D>& p, long long nodes, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, kRowTile), tiles_for(p.nvec, kColTile));
-  block_rows_kernel<D><<<grid, kThreads, 0, stream>>>(p);
+  auto launch = [&](auto nv) {
+    constexpr int NV = decltype(nv)::value;
+    const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, kRowTile), tiles_for(p.nvec, NV));
+    block_rows_kernel<D, NV><<<grid, kThreads, 0, stream>>>(p);
+  };
+  if (p.nvec <= 1) {
+    launch(std::integral_constant<int, 1>{});
+  } else if (p.nvec <= 2) {
+    launch(std::integral_constant<int, 2>{});
+  } else {
+    const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, kRowTile), tiles_for(p.nvec, kVecTile));
+    block_tile_kernel<D><<<grid, kThreads, 0, stream>>>(p);
+  }
   COVFLOW_CHECK_LAUNCH();
 }
 
@@ -327,6 +475,7 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
   p.permutation = d.permutation;
   p.node_begin = d.node_begin + leaf0;
   p.node_end = d.node_end + leaf0;
+  p.sized = true;
   p.alpha = to_device(alpha);
   p.beta = to_device(beta);
   launch_block_rows(p, leaves, stream);
