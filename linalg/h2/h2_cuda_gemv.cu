@@ -34,9 +34,7 @@ constexpr int kThreads = 256;
 // warp, and 32 of the inner dimension at a time.
 constexpr int kRowTile = 32, kSplit = 8, kInner = 32;
 static_assert(kRowTile * kSplit == kThreads, "a row per 8 threads");
-// block_tile_kernel's: 32 output rows × 8 vectors, one output element per thread.
-constexpr int kVecTile = 8;
-static_assert(kRowTile * kVecTile == kThreads, "one output element per thread");
+
 constexpr unsigned kMaxGridYZ = 65535;
 
 template <class T>
@@ -244,22 +242,24 @@ __global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
 }
 
 // The block-row product of one level for three or more vectors (block_rows_kernel's other form).
-// Ownership: one thread block per (node t, 32-row tile, 8-vector tile) of the output, the row and
-// vector tiles grid-strided over blockIdx.y and blockIdx.z; thread (r, j) = (tid % 32, tid / 32)
-// owns output element (i0 + r, j0 + j) and accumulates it in a register over every term of t's
-// whole block row and column, then writes it once (no atomics, fixed order). Each term's op(A) is
-// staged 32 × 32 in shared memory as in block_rows_kernel, its input 32 × 8 beside it; warp w holds
-// vector j = w, so the input tile is a broadcast and the A tile (padded to 33) is read without bank
-// conflicts. Budget: (32·33 + 32·8) elements of shared memory (21 KB for complex double), 256
-// threads, 48 registers for complex double (ptxas, sm_90): more resident blocks than the
-// NV-accumulator form reaches at 8 or 16 vectors, which is what made it the faster one there. The
-// padding of leaf blocks (`sized`) is skipped as there.
-template <class D>
+// Ownership: one thread block per (node t, ROWS-row tile, VECS-vector tile) of the output — 32 × 8
+// up to 8 vectors, 16 × 16 past that, so that 16 vectors take one pass over A — the row and vector
+// tiles grid-strided over blockIdx.y and blockIdx.z; thread (r, j) = (tid % ROWS, tid / ROWS) owns
+// output element (i0 + r, j0 + j) and accumulates it in a register over every term of t's whole
+// block row and column, then writes it once (no atomics, fixed order). Each term's op(A) is staged
+// ROWS × 32 in shared memory as in block_rows_kernel, its input 32 × VECS beside it; the input
+// tile is a broadcast and the A tile (padded by one) is read without bank conflicts. Budget:
+// (32·(ROWS + 1) + 32·VECS) elements of shared memory (≤ 21 KB for complex double), 256 threads,
+// 48 registers for complex double (ptxas, sm_90): more resident blocks than the NV-accumulator
+// form reaches at 4 to 16 vectors, which is what made it the faster one there. The padding of
+// leaf blocks (`sized`) is skipped as there.
+template <class D, int ROWS, int VECS>
 __global__ void __launch_bounds__(kThreads) block_tile_kernel(BlockRows<D> p) {
-  __shared__ D a_tile[kInner][kRowTile + 1];  // a_tile[c][r] = op(A)[i0 + r, k0 + c]
-  __shared__ D b_tile[kInner][kVecTile];      // b_tile[c][j] = B[k0 + c, j0 + j]
+  static_assert(ROWS * VECS == kThreads, "one output element per thread");
+  __shared__ D a_tile[kInner][ROWS + 1];  // a_tile[c][r] = op(A)[i0 + r, k0 + c]
+  __shared__ D b_tile[kInner][VECS];      // b_tile[c][j] = B[k0 + c, j0 + j]
   const long long t = blockIdx.x;
-  const int r = static_cast<int>(threadIdx.x) % kRowTile, jj = static_cast<int>(threadIdx.x) / kRowTile;
+  const int r = static_cast<int>(threadIdx.x) % ROWS, jj = static_cast<int>(threadIdx.x) / ROWS;
   const long long R = p.rows;
   const int row_first = p.row_ptr[t], row_count = p.row_ptr[t + 1] - row_first;
   const int col_first = p.col_ptr[t], col_count = p.col_ptr[t + 1] - col_first;
@@ -267,9 +267,9 @@ __global__ void __launch_bounds__(kThreads) block_tile_kernel(BlockRows<D> p) {
   const int terms = lead + row_count + col_count;
   auto size_of = [&](long long node) -> long long { return p.sized ? p.node_end[node] - p.node_begin[node] : R; };
   const long long rows = size_of(t);  // the rows of t's output that are not padding
-  for (long long i0 = blockIdx.y * static_cast<long long>(kRowTile); i0 < rows; i0 += gridDim.y * static_cast<long long>(kRowTile))
-    for (long long j0 = blockIdx.z * static_cast<long long>(kVecTile); j0 < p.nvec;
-         j0 += gridDim.z * static_cast<long long>(kVecTile)) {
+  for (long long i0 = blockIdx.y * static_cast<long long>(ROWS); i0 < rows; i0 += gridDim.y * static_cast<long long>(ROWS))
+    for (long long j0 = blockIdx.z * static_cast<long long>(VECS); j0 < p.nvec;
+         j0 += gridDim.z * static_cast<long long>(VECS)) {
       D sum = zero_of<D>();
       for (int term = 0; term < terms; ++term) {
         const D* a;
@@ -294,12 +294,12 @@ __global__ void __launch_bounds__(kThreads) block_tile_kernel(BlockRows<D> p) {
           adjoint = true;
         }
         for (long long k0 = 0; k0 < inner; k0 += kInner) {
-          for (int e = threadIdx.x; e < kRowTile * kInner; e += kThreads) {
+          for (int e = threadIdx.x; e < ROWS * kInner; e += kThreads) {
             int rr, cc;
             D v = zero_of<D>();
             if (!adjoint) {
-              rr = e % kRowTile;
-              cc = e / kRowTile;
+              rr = e % ROWS;
+              cc = e / ROWS;
               if (i0 + rr < rows && k0 + cc < inner) v = a[(i0 + rr) + (k0 + cc) * R];
             } else {
               cc = e % kInner;
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kThreads) block_tile_kernel(BlockRows<D> p) {
             }
             a_tile[cc][rr] = v;
           }
-          for (int e = threadIdx.x; e < kInner * kVecTile; e += kThreads) {
+          for (int e = threadIdx.x; e < kInner * VECS; e += kThreads) {
             const int cc = e % kInner, j = e / kInner;
             b_tile[cc][j] = k0 + cc < inner && j0 + j < p.nvec ? b[(k0 + cc) + (j0 + j) * ld_b] : zero_of<D>();
           }
@@ -347,9 +347,12 @@ void launch_block_rows(const BlockRows<D>& p, long long nodes, cudaStream_t stre
     launch(std::integral_constant<int, 1>{});
   } else if (p.nvec <= 2) {
     launch(std::integral_constant<int, 2>{});
+  } else if (p.nvec <= 8) {
+    const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, 32), tiles_for(p.nvec, 8));
+    block_tile_kernel<D, 32, 8><<<grid, kThreads, 0, stream>>>(p);
   } else {
-    const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, kRowTile), tiles_for(p.nvec, kVecTile));
-    block_tile_kernel<D><<<grid, kThreads, 0, stream>>>(p);
+    const dim3 grid(static_cast<unsigned>(nodes), tiles_for(p.rows, 16), tiles_for(p.nvec, 16));
+    block_tile_kernel<D, 16, 16><<<grid, kThreads, 0, stream>>>(p);
   }
   COVFLOW_CHECK_LAUNCH();
 }
