@@ -81,47 +81,7 @@ std::size_t h2_bytes(const H2<T>& a) {
 template <class T>
 H2<T> h2_build(Exec& exec, std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options) {
   constexpr const char* op = "h2_build";
-  if (dim < 1 || dim > 3) fail(op, "dim " + std::to_string(dim) + " must be 1, 2 or 3");
-  if (points.empty()) fail(op, "points: n = 0: at least one point is needed");
-  if (points.size() % static_cast<std::size_t>(dim) != 0)
-    fail(op, "points: " + std::to_string(points.size()) + " coordinates are not a whole number of points of dim " +
-                 std::to_string(dim));
-  const auto n = static_cast<std::int64_t>(points.size()) / dim;
-  detail::require_int32(n, op, "n");
-  for (std::size_t i = 0; i < points.size(); ++i)
-    if (!std::isfinite(points[i]))
-      fail(op, "points: coordinate " + std::to_string(i % dim) + " of point " + std::to_string(i / dim) +
-                   " is not finite");
-  if (options.leaf_size < 1) fail(op, "leaf_size " + std::to_string(options.leaf_size) + " must be at least 1");
-  detail::require_int32(options.leaf_size, op, "leaf_size");
-  if (options.cheb_order < 1 || options.cheb_order > 32)
-    fail(op, "cheb_order " + std::to_string(options.cheb_order) + " must lie in 1 … 32");
-  if (!(options.eta > 0) || !std::isfinite(options.eta)) fail(op, "eta " + number(options.eta) + " must be positive and finite");
-  if (!(options.nugget >= 0) || !std::isfinite(options.nugget))
-    fail(op, "nugget " + number(options.nugget) + " must be non-negative and finite");
-  if (!(kernel.variance > 0) || !std::isfinite(kernel.variance))
-    fail(op, "kernel: variance " + number(kernel.variance) + " must be positive and finite");
-  switch (kernel.kind) {
-    case H2Kernel::exponential:
-    case H2Kernel::gaussian:
-    case H2Kernel::matern:
-      if (!(kernel.length > 0) || !std::isfinite(kernel.length))
-        fail(op, "kernel: length " + number(kernel.length) + " must be positive and finite");
-      if (kernel.kind == H2Kernel::matern && kernel.nu != 0.5 && kernel.nu != 1.5 && kernel.nu != 2.5)
-        fail(op, "kernel: matern nu " + number(kernel.nu) + " must be 0.5, 1.5 or 2.5 (the closed forms)");
-      break;
-    case H2Kernel::clutter:
-      if constexpr (!is_complex_v<T>)
-        fail(op, std::string("kernel: clutter is a complex (Hermitian) covariance and element type ") +
-                     std::string(name(element_type_of<T>())) + " is real: use cf32 or cf64");
-      if (!(kernel.wavelength > 0) || !std::isfinite(kernel.wavelength))
-        fail(op, "kernel: wavelength " + number(kernel.wavelength) + " must be positive and finite");
-      if (!(kernel.sector_width > 0) || kernel.sector_width > 2 * std::numbers::pi + 1e-12)
-        fail(op, "kernel: sector_width " + number(kernel.sector_width) + " must lie in (0, 2π]");
-      if (!std::isfinite(kernel.sector_center)) fail(op, "kernel: sector_center must be finite");
-      break;
-    default: fail(op, "kernel: unknown kind " + std::to_string(static_cast<int>(kernel.kind)));
-  }
+  detail::h2::require_build_args<T>(points, dim, kernel, options, op);
   require_cpu(exec, op);
   return detail::h2::build<T>(exec, points, dim, kernel, options);
 }
@@ -202,9 +162,62 @@ void require_sizes(const H2<T>& a, const char* op) {
     bad("storage sizes disagree with the ranks and pair counts");
 }
 
+template <class T>
+void require_build_args(std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options,
+                        const char* op) {
+  if (dim < 1 || dim > 3) fail(op, "dim " + std::to_string(dim) + " must be 1, 2 or 3");
+  if (points.empty()) fail(op, "points: n = 0: at least one point is needed");
+  if (points.size() % static_cast<std::size_t>(dim) != 0)
+    fail(op, "points: " + std::to_string(points.size()) + " coordinates are not a whole number of points of dim " +
+                 std::to_string(dim));
+  const auto n = static_cast<std::int64_t>(points.size()) / dim;
+  detail::require_int32(n, op, "n");
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (!std::isfinite(points[i]))
+      fail(op, "points: coordinate " + std::to_string(i % dim) + " of point " + std::to_string(i / dim) +
+                   " is not finite");
+  if (options.leaf_size < 1) fail(op, "leaf_size " + std::to_string(options.leaf_size) + " must be at least 1");
+  detail::require_int32(options.leaf_size, op, "leaf_size");
+  if (options.cheb_order < 1 || options.cheb_order > 32)
+    fail(op, "cheb_order " + std::to_string(options.cheb_order) + " must lie in 1 … 32");
+  if (!(options.eta > 0) || !std::isfinite(options.eta)) fail(op, "eta " + number(options.eta) + " must be positive and finite");
+  if (!(options.nugget >= 0) || !std::isfinite(options.nugget))
+    fail(op, "nugget " + number(options.nugget) + " must be non-negative and finite");
+  if (!(kernel.variance > 0) || !std::isfinite(kernel.variance))
+    fail(op, "kernel: variance " + number(kernel.variance) + " must be positive and finite");
+  switch (kernel.kind) {
+    case H2Kernel::exponential:
+    case H2Kernel::gaussian:
+    case H2Kernel::matern:
+      if (!(kernel.length > 0) || !std::isfinite(kernel.length))
+        fail(op, "kernel: length " + number(kernel.length) + " must be positive and finite");
+      if (kernel.kind == H2Kernel::matern && kernel.nu != 0.5 && kernel.nu != 1.5 && kernel.nu != 2.5)
+        fail(op, "kernel: matern nu " + number(kernel.nu) + " must be 0.5, 1.5 or 2.5 (the closed forms)");
+      break;
+    case H2Kernel::clutter:
+      if constexpr (!is_complex_v<T>)
+        fail(op, std::string("kernel: clutter is a complex (Hermitian) covariance and element type ") +
+                     std::string(name(element_type_of<T>())) + " is real: use cf32 or cf64");
+      if (!(kernel.wavelength > 0) || !std::isfinite(kernel.wavelength))
+        fail(op, "kernel: wavelength " + number(kernel.wavelength) + " must be positive and finite");
+      if (!(kernel.sector_width > 0) || kernel.sector_width > 2 * std::numbers::pi + 1e-12)
+        fail(op, "kernel: sector_width " + number(kernel.sector_width) + " must lie in (0, 2π]");
+      if (!std::isfinite(kernel.sector_center)) fail(op, "kernel: sector_center must be finite");
+      break;
+    default: fail(op, "kernel: unknown kind " + std::to_string(static_cast<int>(kernel.kind)));
+  }
+}
+
 template void require_sizes<f32>(const H2<f32>&, const char*);
 template void require_sizes<f64>(const H2<f64>&, const char*);
 template void require_sizes<cf32>(const H2<cf32>&, const char*);
 template void require_sizes<cf64>(const H2<cf64>&, const char*);
+#define COVFLOW_H2_BUILD_ARGS(T) \
+  template void require_build_args<T>(std::span<const double>, int, const H2KernelSpec&, const H2Options&, const char*);
+COVFLOW_H2_BUILD_ARGS(f32)
+COVFLOW_H2_BUILD_ARGS(f64)
+COVFLOW_H2_BUILD_ARGS(cf32)
+COVFLOW_H2_BUILD_ARGS(cf64)
+#undef COVFLOW_H2_BUILD_ARGS
 
 }  // namespace covflow::linalg::detail::h2

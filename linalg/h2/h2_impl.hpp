@@ -27,6 +27,12 @@ namespace covflow::linalg::detail::h2 {
 template <class T>
 void require_sizes(const H2<T>& a, const char* op);
 
+// The arguments of a construction from geometry (h2_build, h2_build_device): InvalidArgument
+// naming `op` and the argument otherwise (see h2_build in h2.hpp for the list).
+template <class T>
+void require_build_args(std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options,
+                        const char* op);
+
 // ---- trees (h2_tree.cpp) ---------------------------------------------------------------------------
 
 H2Tree build_tree(std::span<const double> points, int dim, std::int64_t leaf_size);
@@ -36,6 +42,30 @@ void build_block_tree(const H2Tree& tree, double eta, H2Pairs& couplings, H2Pair
 void index_pairs(const H2Tree& tree, std::vector<std::vector<std::pair<int, int>>>& per_level, H2Pairs& out);
 
 // ---- construction (h2_build.cpp) ---------------------------------------------------------------
+
+// The interpolation geometry of a build: the p one-dimensional Chebyshev nodes of every tree
+// node's interpolation box along each dimension, ξ_j = c + h·cos((2j + 1)π/(2p)), with c the box's
+// centre and 2h its side widened to at least 10⁻⁶ of the root's diagonal (h2.hpp, Construction).
+// One table that the CPU and the GPU builds both read, so that their nodes agree bit for bit.
+struct ChebGrid {
+  int dim = 0, order = 0;       // d, p
+  double span = 0;              // the root box's diagonal: the largest |x − y| (the clutter rule's)
+  std::vector<double> nodes;    // heap node h, dimension e, node j at (h·d + e)·p + j
+  const double* of(std::int64_t heap_node) const { return nodes.data() + heap_node * dim * order; }
+};
+
+// What both builds compute on the host, O(n log n) integer work: the tree, both pair lists, the
+// ranks (p^d from the first level with couplings down, 0 above), the transfer and coupling
+// offsets, and the interpolation grid. The value vectors are left empty.
+template <class T>
+H2<T> build_skeleton(std::span<const double> points, int dim, const H2Options& options, ChebGrid& grid);
+
+// The clutter kernel's Gauss–Legendre rule for pairs at most `span` apart (h2.hpp, Kernels):
+// directions scaled by the wavenumber and weights σ²·w_q/2. Empty for the other kernels.
+struct ClutterRule {
+  std::vector<double> ux, uy, weight;
+};
+ClutterRule clutter_rule(const H2KernelSpec& spec, double span);
 
 template <class T>
 H2<T> build(Exec& exec, std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options);
