@@ -19,9 +19,7 @@ namespace {
 
 [[noreturn]] void fail(const char* op, const std::string& why) { throw InvalidArgument(std::string(op) + ": " + why); }
 
-void require_cuda(const Exec& exec, const char* op) {
-  if (!exec.is_cuda()) fail(op, "exec must be a CUDA Exec (H2Device lives in device memory)");
-}
+using detail::h2_cuda::require_cuda;
 
 // The checks of the CPU operations (storage sizes agree with the tree, ranks and pair counts) and
 // the index ranges of the pair lists, which the kernels follow without checking.

@@ -1,5 +1,5 @@
 // Internal: what the CUDA H² files share (h2_cuda.cu: upload, download, checks and dispatch;
-// h2_cuda_gemv.cu: the matvec's kernels) — the workspace carving and the kernel-side entry point.
+// h2_cuda_gemv.cu: the matvec's kernels; h2_cuda_build.cu: the construction from geometry) — the workspace carving and the kernel-side entry point.
 // h2_cuda.cu checks the arguments and takes the workspace; the entry point trusts what was checked.
 #pragma once
 
@@ -10,10 +10,19 @@
 #include <string>
 #include <vector>
 
+#include <string>
+
 #include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/error.hpp"
 #include "covflow/linalg/h2.hpp"
 
 namespace covflow::linalg::detail::h2_cuda {
+
+// InvalidArgument naming `op` unless exec is a CUDA Exec (an H2Device lives in device memory).
+inline void require_cuda(const Exec& exec, const char* op) {
+  if (!exec.is_cuda())
+    throw InvalidArgument(std::string(op) + ": exec must be a CUDA Exec (H2Device lives in device memory)");
+}
 
 // What may build an H2Device (its friend): make allocates one for `shape` — the integer arrays
 // and value arrays sized from the shape's ranks, offsets and pair counts, all unset.

@@ -258,10 +258,21 @@ H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol);
 // H² matrices on a CUDA device
 // =================================================================================================
 //
-// CUDA. What exists on the GPU now: h2_upload (an H2<T> built on the CPU → an H2Device<T>),
-// h2_download (back, for tests and checks) and h2_gemv on an H2Device<T>. Construction
-// (h2_build), expansion, orthogonalisation and compression still run on the CPU only: build and
-// compress there, then upload once. Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
+// CUDA. What exists on the GPU now: h2_build_device (the construction from geometry, the same
+// matrix as h2_build), h2_upload (an H2<T> built on the CPU → an H2Device<T>), h2_download (back,
+// for tests and checks) and h2_gemv on an H2Device<T>. Expansion, orthogonalisation and
+// compression still run on the CPU only: to compress, build with h2_build, compress there, then
+// upload once. Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
+//
+// The construction on the device (h2_build_device): the tree, the block tree, the ranks, the
+// offsets and the Chebyshev nodes of every box are built on the host exactly as h2_build builds
+// them (O(n log n) integer and O(nodes·d·p) scalar work); the values — leaf bases, transfers,
+// couplings and dense blocks, every element of every array including the padding — are computed
+// by one launch per array (per level for the transfers and couplings), one thread per element,
+// in double and rounded to T once, by the same formulas as the CPU (Börm & Garcke 2007; Boukaram
+// et al. 2018, §8.3). The result equals h2_build's: the same tree, pairs and ranks, the bases bit
+// for bit in practice, and the kernel values to the last bits of a double (CUDA's exp, sin and cos
+// against the C library's) before rounding to T.
 //
 // Storage. H2Device<T> holds the flat arrays and pair lists of H2<T> unchanged (same layouts, see
 // Format above) in one device allocation: the tree's permutation, node_begin and node_end, both pair
@@ -388,6 +399,19 @@ class H2Device {
 // the CPU operations, plus index ranges of the pair lists, which kernels trust).
 template <class T>
 H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a);
+
+// Builds A(x_i, x_j) (+ nugget) from n points on cuda_exec's device: the matrix h2_build(points,
+// dim, kernel, options) builds on the CPU (see the construction on the device above). One
+// allocation for the H2Device (cudaMalloc, so not for the frame loop), the points in tree order,
+// the Chebyshev nodes and the clutter quadrature in exec.workspace() (8·(n·d + nodes·d·p + 3N)
+// bytes plus rounding, N the quadrature nodes; it grows the workspace when smaller), then the
+// copies and launches queued on the Exec's stream; no host synchronisation beyond those
+// allocations. `points` may be freed on return (host-to-device copies from pageable memory are
+// staged before cudaMemcpyAsync returns). Throws InvalidArgument for a CPU Exec and for every
+// argument h2_build refuses, with the same messages under the name h2_build_device.
+template <class T>
+H2Device<T> h2_build_device(Exec& cuda_exec, std::span<const double> points, int dim, const H2KernelSpec& kernel,
+                            const H2Options& options = {});
 
 // The H2<T> held by `a`, bit for bit what was uploaded. Synchronises cuda_exec's stream (a test and
 // diagnostics helper, not for the frame loop).
