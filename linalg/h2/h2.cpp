@@ -123,6 +123,15 @@ H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol) {
   return detail::h2::compress<T>(exec, a, tol);
 }
 
+template <class T>
+H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                    const H2Options& options, H2CompressReport* report) {
+  constexpr const char* op = "h2_from_dense";
+  detail::h2::require_from_dense(exec, a, points, dim, tol, options, op);
+  require_cpu(exec, op);
+  return detail::h2::from_dense<T>(exec, a, points, dim, tol, options, report);
+}
+
 #define COVFLOW_H2_API(T)                                                                                   \
   template H2Stats h2_stats<T>(const H2<T>&);                                                               \
   template std::size_t h2_bytes<T>(const H2<T>&);                                                           \
@@ -130,7 +139,9 @@ H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol) {
   template void h2_gemv<T>(Exec&, T, const H2<T>&, Batch<const T>, T, Batch<T>);                            \
   template void h2_expand<T>(Exec&, const H2<T>&, Batch<T>);                                                \
   template void h2_orthogonalize<T>(Exec&, H2<T>&);                                                         \
-  template H2CompressReport h2_compress<T>(Exec&, H2<T>&, double);
+  template H2CompressReport h2_compress<T>(Exec&, H2<T>&, double);                                         \
+  template H2<T> h2_from_dense<T>(Exec&, Batch<const T>, std::span<const double>, int, double, const H2Options&, \
+                                  H2CompressReport*);
 COVFLOW_H2_API(f32)
 COVFLOW_H2_API(f64)
 COVFLOW_H2_API(cf32)
@@ -165,22 +176,9 @@ void require_sizes(const H2<T>& a, const char* op) {
 template <class T>
 void require_build_args(std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options,
                         const char* op) {
-  if (dim < 1 || dim > 3) fail(op, "dim " + std::to_string(dim) + " must be 1, 2 or 3");
-  if (points.empty()) fail(op, "points: n = 0: at least one point is needed");
-  if (points.size() % static_cast<std::size_t>(dim) != 0)
-    fail(op, "points: " + std::to_string(points.size()) + " coordinates are not a whole number of points of dim " +
-                 std::to_string(dim));
-  const auto n = static_cast<std::int64_t>(points.size()) / dim;
-  detail::require_int32(n, op, "n");
-  for (std::size_t i = 0; i < points.size(); ++i)
-    if (!std::isfinite(points[i]))
-      fail(op, "points: coordinate " + std::to_string(i % dim) + " of point " + std::to_string(i / dim) +
-                   " is not finite");
-  if (options.leaf_size < 1) fail(op, "leaf_size " + std::to_string(options.leaf_size) + " must be at least 1");
-  detail::require_int32(options.leaf_size, op, "leaf_size");
+  require_points(points, dim, options, op);
   if (options.cheb_order < 1 || options.cheb_order > 32)
     fail(op, "cheb_order " + std::to_string(options.cheb_order) + " must lie in 1 … 32");
-  if (!(options.eta > 0) || !std::isfinite(options.eta)) fail(op, "eta " + number(options.eta) + " must be positive and finite");
   if (!(options.nugget >= 0) || !std::isfinite(options.nugget))
     fail(op, "nugget " + number(options.nugget) + " must be non-negative and finite");
   if (!(kernel.variance > 0) || !std::isfinite(kernel.variance))
@@ -219,5 +217,51 @@ COVFLOW_H2_BUILD_ARGS(f64)
 COVFLOW_H2_BUILD_ARGS(cf32)
 COVFLOW_H2_BUILD_ARGS(cf64)
 #undef COVFLOW_H2_BUILD_ARGS
+
+// The points and tree options of h2_build and h2_from_dense.
+void require_points(std::span<const double> points, int dim, const H2Options& options, const char* op) {
+  if (dim < 1 || dim > 3) fail(op, "dim " + std::to_string(dim) + " must be 1, 2 or 3");
+  if (points.empty()) fail(op, "points: n = 0: at least one point is needed");
+  if (points.size() % static_cast<std::size_t>(dim) != 0)
+    fail(op, "points: " + std::to_string(points.size()) + " coordinates are not a whole number of points of dim " +
+                 std::to_string(dim));
+  const auto n = static_cast<std::int64_t>(points.size()) / dim;
+  detail::require_int32(n, op, "n");
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (!std::isfinite(points[i]))
+      fail(op, "points: coordinate " + std::to_string(i % dim) + " of point " + std::to_string(i / dim) +
+                   " is not finite");
+  if (options.leaf_size < 1) fail(op, "leaf_size " + std::to_string(options.leaf_size) + " must be at least 1");
+  detail::require_int32(options.leaf_size, op, "leaf_size");
+  if (!(options.eta > 0) || !std::isfinite(options.eta)) fail(op, "eta " + number(options.eta) + " must be positive and finite");
+}
+
+
+template <class T>
+void require_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                        const H2Options& options, const char* op) {
+  require_points(points, dim, options, op);
+  const auto n = static_cast<std::int64_t>(points.size()) / dim;
+  detail::require_dims(a, op, "a", "rows", "cols");
+  if (a.count != 1) fail(op, "a must be one matrix (count 1), not " + std::to_string(a.count));
+  if (a.rows != n || a.cols != n)
+    fail(op, "a is " + detail::shape(a.rows, a.cols) + " but the points give n = " + std::to_string(n) + ": a must be " +
+                     detail::shape(n, n));
+  if (!(tol > 0) || !std::isfinite(tol)) fail(op, "tol " + number(tol) + " must be positive and finite");
+  detail::require_accessible(exec, a, op, "a");
+  if (!exec.is_cuda())  // device entries are checked by the CUDA construction (through ‖a‖_F)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!detail::is_finite(a.data[i + j * a.ld]))
+          fail(op, "a: entry (" + std::to_string(i) + ", " + std::to_string(j) + ") is not finite");
+}
+
+#define COVFLOW_H2_FROM_DENSE_CHECK(T) \
+  template void require_from_dense<T>(Exec&, Batch<const T>, std::span<const double>, int, double, const H2Options&, const char*);
+COVFLOW_H2_FROM_DENSE_CHECK(f32)
+COVFLOW_H2_FROM_DENSE_CHECK(f64)
+COVFLOW_H2_FROM_DENSE_CHECK(cf32)
+COVFLOW_H2_FROM_DENSE_CHECK(cf64)
+#undef COVFLOW_H2_FROM_DENSE_CHECK
 
 }  // namespace covflow::linalg::detail::h2

@@ -1,5 +1,5 @@
 // Internal: what the H² files share — the tree and block-tree builders (h2_tree.cpp), the
-// Chebyshev construction (h2_build.cpp), the CPU operations (h2_cpu.cpp: gemv, expand;
+// Chebyshev construction (h2_build.cpp), the construction from a dense matrix (h2_dense.cpp), the CPU operations (h2_cpu.cpp: gemv, expand;
 // h2_compress.cpp: orthogonalise, compress), and small BLAS/LAPACK helpers that accept empty
 // dimensions (a rank-0 level, an empty node), which the Fortran routines reject or skip unevenly.
 // h2.cpp checks the arguments and calls these on a CPU Exec; they trust what was checked.
@@ -27,11 +27,18 @@ namespace covflow::linalg::detail::h2 {
 template <class T>
 void require_sizes(const H2<T>& a, const char* op);
 
-// The arguments of a construction from geometry (h2_build, h2_build_device): InvalidArgument
-// naming `op` and the argument otherwise (see h2_build in h2.hpp for the list).
+// The points and tree options (leaf_size, eta) of every construction: InvalidArgument naming `op`
+// and the argument otherwise.
+void require_points(std::span<const double> points, int dim, const H2Options& options, const char* op);
+// The arguments of a construction from geometry (h2_build, h2_build_device): require_points, then
+// the order, nugget and kernel (see h2_build in h2.hpp for the list).
 template <class T>
 void require_build_args(std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options,
                         const char* op);
+// All of h2_from_dense's argument checks (the entries' finiteness on a CPU Exec only).
+template <class T>
+void require_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                        const H2Options& options, const char* op);
 
 // ---- trees (h2_tree.cpp) ---------------------------------------------------------------------------
 
@@ -69,6 +76,17 @@ ClutterRule clutter_rule(const H2KernelSpec& spec, double span);
 
 template <class T>
 H2<T> build(Exec& exec, std::span<const double> points, int dim, const H2KernelSpec& kernel, const H2Options& options);
+
+// ---- from a dense matrix (h2_dense.cpp) ---------------------------------------------------------
+
+// F*_t per level and node: the tree positions of the columns of the admissible blocks of t and of
+// its ancestors, both triangles (parents' first); nodes_with_far counts the non-empty nodes with a
+// non-empty F*. Shared by the CPU and CUDA constructions.
+std::vector<std::vector<std::vector<int>>> far_columns(const H2Tree& tree, const H2Pairs& couplings,
+                                                       std::int64_t& nodes_with_far);
+template <class T>
+H2<T> from_dense(Exec& exec, Batch<const T> a, std::span<const double> points, int dim, double tol, const H2Options& options,
+                 H2CompressReport* report);
 
 // ---- operations (h2_cpu.cpp, h2_compress.cpp) --------------------------------------------------
 

@@ -252,6 +252,39 @@ struct H2CompressReport {
 template <class T>
 H2CompressReport h2_compress(Exec& exec, H2<T>& a, double tol);
 
+// An H² approximation of a given dense Hermitian matrix — a sample covariance has no kernel to
+// interpolate (S. Börm, "Efficient numerical methods for non-local operators", EMS 2010, the chapter
+// on H²-matrix approximation of dense matrices; the truncation as in the compression of nested
+// bases there). `a` is one n × n matrix (count 1) in the caller's point order, assumed Hermitian
+// (not checked: the result is built from both triangles' far-field columns and keeps the lower
+// blocks, so it is Hermitian by construction); points, dim, options.leaf_size and options.eta
+// define the cluster and block trees exactly as in h2_build (cheb_order and nugget are ignored).
+// Guarantee: ‖A − A_H‖_F ≤ tol·‖A‖_F; the result has orthonormal nested bases (orthogonal = true).
+//   Algorithm. Work on A permuted to tree order. far(t): the column nodes s of t's admissible
+//   blocks in both triangles ((t, s) and the mirrored (s, t)); F*_t = far(t) ∪ F*_parent, the
+//   columns of the admissible blocks of t and all its ancestors. Bottom-up, each node t with a
+//   non-empty F*_t takes the left singular vectors of M_t — at a leaf A(t, F*_t), at an inner node
+//   [U_c1ᴴ·A(c1, F*_t); U_c2ᴴ·A(c2, F*_t)] with the children's expanded bases — and keeps the
+//   fewest r_t with δ_t² = Σ_{i>r_t} σ_i² ≤ τ², τ² = tol²·‖A‖_F²/(2N), N the nodes with a
+//   non-empty F*; at a leaf U_t is those vectors, at an inner node they are the stacked transfers
+//   [E_c1; E_c2] (r_c1 + r_c2 × r_t). The level rank is the most a node keeps (zero columns pad
+//   the others); S_ts = U_tᴴ·A(t, s)·U_s; dense blocks are copied.
+//   Bound. With nested orthonormal bases, I − P_t on t's rows is the orthogonal sum of the drops
+//   of t's subtree (I − P_t = (I − P_c) + (P_c − P_t), P_c the children's, P_t ≤ P_c), and each node's M_t holds
+//   every column its ancestors' admissible blocks use; the far sets of a chain of ancestors are
+//   disjoint (each entry lies in one block), so Σ over the blocks of both triangles of
+//   ‖(I − P_t)·A_ts‖_F² ≤ Σ_d δ_d². ‖A_ts − P_t·A_ts·P_s‖² = ‖(I − P_t)·A_ts‖² + ‖P_t·A_ts·(I − P_s)‖²,
+//   the second term the first of the mirrored block, so ‖A − A_H‖_F² ≤ 2·Σ_d δ_d² ≤ tol²·‖A‖_F².
+//   Cost O(n²·k) flops per level (the projections of every node's F* columns), O(n·k) memory for
+//   the expanded bases of two levels besides A; the CPU path uses LAPACK's ?gesvd per node.
+// Report: ranks_after, bytes_after (h2_bytes), tolerance, norm = ‖A‖_F, node_threshold = τ,
+// error_bound = √(2·Σ_t δ_t²)/‖A‖_F ≤ tol (ranks_before and bytes_before stay empty / 0).
+// Throws InvalidArgument naming the argument: the points as h2_build, leaf_size < 1, η ≤ 0,
+// a not one matrix of n × n, a non-finite entry of a, tol not positive and finite.
+template <class T>
+H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                    const H2Options& options = {}, H2CompressReport* report = nullptr);
+
 }  // namespace covflow::linalg
 
 // =================================================================================================
