@@ -389,10 +389,21 @@ std::vector<H2PhaseTime> h2_gemv_phases(Exec& cuda_exec, T alpha, const H2Device
   return out;
 }
 
+template <class T>
+H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                                 const H2Options& options, H2CompressReport* report) {
+  constexpr const char* op = "h2_from_dense_device";
+  require_cuda(cuda_exec, op);
+  detail::h2::require_from_dense(cuda_exec, a, points, dim, tol, options, op);
+  return detail::h2_cuda::from_dense<T>(cuda_exec, a, points, dim, tol, options, report);
+}
+
 #define COVFLOW_H2_CUDA_API(T)                                                                  \
   template H2Device<T> detail::h2_cuda::DeviceAccess::make<T>(Exec&, H2DeviceShape);            \
   template H2Device<T> detail::h2_cuda::allocate<T>(Exec&, const H2<T>&);                       \
   template H2Device<T> detail::h2_cuda::resized<T>(Exec&, const H2Device<T>&, const std::vector<int>&); \
+  template H2Device<T> h2_from_dense_device<T>(Exec&, Batch<const T>, std::span<const double>, int, double, const H2Options&, \
+                                               H2CompressReport*);                                               \
   template H2Device<T> h2_upload<T>(Exec&, const H2<T>&);                                       \
   template H2<T> h2_download<T>(Exec&, const H2Device<T>&);                                     \
   template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \

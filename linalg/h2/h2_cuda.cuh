@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,5 +101,10 @@ using PhaseMark = std::function<void(const std::string& phase)>;
 template <class T>
 void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y,
           std::byte* workspace, const PhaseMark* mark = nullptr);
+
+// h2_from_dense_device's construction (h2_cuda_dense.cu) on the Exec's stream; arguments checked.
+template <class T>
+H2Device<T> from_dense(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                       const H2Options& options, H2CompressReport* report);
 
 }  // namespace covflow::linalg::detail::h2_cuda

@@ -292,10 +292,11 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 // =================================================================================================
 //
 // CUDA. What exists on the GPU now: h2_build_device (the construction from geometry, the same
-// matrix as h2_build), h2_upload (an H2<T> built on the CPU → an H2Device<T>), h2_download (back,
-// for tests and checks) and h2_gemv on an H2Device<T>. Expansion, orthogonalisation and
-// compression still run on the CPU only: to compress, build with h2_build, compress there, then
-// upload once. Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
+// matrix as h2_build), h2_from_dense_device (the construction from a dense matrix), h2_upload (an
+// H2<T> built on the CPU → an H2Device<T>), h2_download (back, for tests and checks) and h2_gemv on
+// an H2Device<T>. Expansion, orthogonalisation and compression still run on the CPU only: to
+// compress, build with h2_build, compress there, then upload once. Declared only in a CUDA build
+// (COVFLOW_HAS_CUDA = 1).
 //
 // The construction on the device (h2_build_device): the tree, the block tree, the ranks, the
 // offsets and the Chebyshev nodes of every box are built on the host exactly as h2_build builds
@@ -473,6 +474,21 @@ struct H2PhaseTime {
 template <class T>
 std::vector<H2PhaseTime> h2_gemv_phases(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta,
                                         Batch<T> y);
+
+// h2_from_dense on the device: `a` one n × n Hermitian matrix (count 1) in device memory, the
+// caller's point order; the same algorithm, bound, ranks and report as the CPU h2_from_dense
+// (results equal up to rounding), batched per level: each node's M_tᴴ gathered into a zero-padded
+// strided batch, linalg::geqrf (tall QR) and linalg::gesvj (on Rᴴ), the truncation ranks by a
+// kernel, the couplings and dense blocks by kernels. (Named apart from the CPU overload: the two
+// take the same arguments.) The trees and F* index lists are built on the host; construction
+// synchronises the stream — once for ‖a‖_F, once per level to read the level's ranks (which size
+// the next launches) — and before it returns; temporaries are cudaMalloc'ed (not for the frame
+// loop). Limits of the batched QR: the leaf capacity and 2·k_l at most 256 columns, max |F*_t| of
+// a level at most 16384 rows. Throws InvalidArgument as h2_from_dense (a non-finite entry is
+// found through ‖a‖_F), and for a CPU Exec.
+template <class T>
+H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
+                                 const H2Options& options = {}, H2CompressReport* report = nullptr);
 
 }  // namespace covflow::linalg
 
