@@ -1,5 +1,6 @@
 // H² matrices on the CUDA backend: the device mirror (h2_upload, h2_download), the argument checks
-// and the workspace of h2_gemv, and its dispatch to the kernels (h2_cuda_gemv.cu). The layouts are
+// and the workspace of h2_gemv, and the dispatch to the kernels (h2_cuda_gemv.cu: the matvec;
+// h2_cuda_orthog.cu, h2_cuda_compress.cu: orthogonalisation and compression). The layouts are
 // H2<T>'s, copied as they are (h2.hpp, Format).
 #include <cuda_runtime.h>
 
@@ -398,6 +399,16 @@ H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<co
   return detail::h2_cuda::from_dense<T>(cuda_exec, a, points, dim, tol, options, report);
 }
 
+template <class T>
+void h2_orthogonalize(Exec& cuda_exec, H2Device<T>& a) {
+  constexpr const char* op = "h2_orthogonalize";
+  require_cuda(cuda_exec, op);
+  require_device_h2(cuda_exec, a, op);
+  // The new H2Device is complete and the stream synchronised when orthogonalized returns, so the
+  // old allocation, freed by this assignment, is no longer read by queued work.
+  a = detail::h2_cuda::orthogonalized(cuda_exec, a);
+}
+
 #define COVFLOW_H2_CUDA_API(T)                                                                  \
   template H2Device<T> detail::h2_cuda::DeviceAccess::make<T>(Exec&, H2DeviceShape);            \
   template H2Device<T> detail::h2_cuda::allocate<T>(Exec&, const H2<T>&);                       \
@@ -408,7 +419,8 @@ H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<co
   template H2<T> h2_download<T>(Exec&, const H2Device<T>&);                                     \
   template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \
   template void h2_gemv<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);                  \
-  template std::vector<H2PhaseTime> h2_gemv_phases<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);
+  template std::vector<H2PhaseTime> h2_gemv_phases<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>); \
+  template void h2_orthogonalize<T>(Exec&, H2Device<T>&);
 COVFLOW_H2_CUDA_API(f32)
 COVFLOW_H2_CUDA_API(f64)
 COVFLOW_H2_CUDA_API(cf32)

@@ -1,6 +1,9 @@
 // Internal: what the CUDA H² files share (h2_cuda.cu: upload, download, checks and dispatch;
-// h2_cuda_gemv.cu: the matvec's kernels; h2_cuda_build.cu: the construction from geometry) — the workspace carving and the kernel-side entry point.
-// h2_cuda.cu checks the arguments and takes the workspace; the entry point trusts what was checked.
+// h2_cuda_gemv.cu: the matvec's kernels; h2_cuda_build.cu: the construction from geometry;
+// h2_cuda_dense.cu: the construction from a dense matrix; h2_cuda_orthog.cu and h2_cuda_compress.cu:
+// the orthogonalisation and the compression) — the workspace carving and the kernel-side entry
+// points. h2_cuda.cu checks the arguments and takes the workspace; the entry points trust what was
+// checked.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +33,10 @@ inline void require_cuda(const Exec& exec, const char* op) {
 struct DeviceAccess {
   template <class T>
   static H2Device<T> make(Exec& cuda_exec, H2DeviceShape shape);
+  template <class T>
+  static void set_orthogonal(H2Device<T>& a, bool orthogonal) {
+    a.shape_.orthogonal = orthogonal;
+  }
 };
 
 // An H2Device with `skeleton`'s tree and pair lists (copied from the host, on the Exec's stream:
@@ -106,5 +113,17 @@ void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x,
 template <class T>
 H2Device<T> from_dense(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
                        const H2Options& options, H2CompressReport* report);
+
+// The orthogonalised copy of `a` (h2_cuda_orthog.cu): a new H2Device with orthonormal bases and
+// the ranks of the CPU's h2_orthogonalize. Allocates the result and its scratch (cudaMalloc) and
+// synchronises the stream before returning, so `a` may be destroyed at once.
+template <class T>
+H2Device<T> orthogonalized(Exec& cuda_exec, const H2Device<T>& a);
+
+// h2_compress on the device (h2_cuda_compress.cu): `a` is replaced by the compressed H2Device.
+// Allocates, reads back a few structural arrays once and the singular values once per level, and
+// synchronises the stream before returning.
+template <class T>
+H2CompressReport compress(Exec& cuda_exec, H2Device<T>& a, double tol);
 
 }  // namespace covflow::linalg::detail::h2_cuda

@@ -21,15 +21,12 @@
 #include <cstring>
 #include <type_traits>
 
-#include "../common/cublas_gemm.cuh"
-#include "../common/device_scalar.cuh"
 #include "covflow/linalg/cuda/check.hpp"
-#include "h2_cuda.cuh"
+#include "h2_cuda_kernels.cuh"
 
 namespace covflow::linalg::detail::h2_cuda {
 namespace {
 
-constexpr int kThreads = 256;
 // block_rows_kernel's tiles: 32 output rows, each row's inner dimension split over 8 lanes of one
 // warp, and 32 of the inner dimension at a time.
 constexpr int kRowTile = 32, kSplit = 8, kInner = 32;
@@ -41,31 +38,12 @@ template <class T>
 using dev_t = device_t<T>;
 
 template <class D>
-__host__ __device__ inline D zero_of() {
-  return from_real<D>(sreal_t<D>(0));
-}
-template <class D>
 __device__ inline bool is_zero(D value) {
   return real_part(value) == 0 && imag_part(value) == 0;
 }
 
-unsigned blocks_for(long long total) {
-  return static_cast<unsigned>(std::clamp((total + kThreads - 1) / kThreads, 1LL, 1LL << 20));
-}
 unsigned tiles_for(long long extent, int tile) {
   return static_cast<unsigned>(std::clamp<long long>((extent + tile - 1) / tile, 1, kMaxGridYZ));
-}
-
-// Strided-batched C = α·op(A)·op(B) + β·C; nothing when C is empty (callers keep the inner
-// dimension positive).
-template <class D>
-void gemm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, long long m, long long n, long long k,
-                  D alpha, const D* a, long long lda, long long sa, const D* b, long long ldb, long long sb, D beta, D* c,
-                  long long ldc, long long sc, long long count) {
-  if (count == 0 || m == 0 || n == 0) return;
-  COVFLOW_CUBLAS_TRY(gemm_batched(h, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-                                  static_cast<int>(lda), sa, b, static_cast<int>(ldb), sb, beta, c,
-                                  static_cast<int>(ldc), sc, static_cast<int>(count)));
 }
 
 // Gather: one thread per element of the leaf blocks (grid-stride), element (row, col) of leaf t's

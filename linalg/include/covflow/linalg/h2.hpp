@@ -293,10 +293,9 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 //
 // CUDA. What exists on the GPU now: h2_build_device (the construction from geometry, the same
 // matrix as h2_build), h2_from_dense_device (the construction from a dense matrix), h2_upload (an
-// H2<T> built on the CPU → an H2Device<T>), h2_download (back, for tests and checks) and h2_gemv on
-// an H2Device<T>. Expansion, orthogonalisation and compression still run on the CPU only: to
-// compress, build with h2_build, compress there, then upload once. Declared only in a CUDA build
-// (COVFLOW_HAS_CUDA = 1).
+// H2<T> built on the CPU → an H2Device<T>), h2_download (back, for tests and checks), and h2_gemv,
+// h2_orthogonalize and h2_compress on an H2Device<T>. Expansion runs on the CPU only (download
+// first). Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
 //
 // The construction on the device (h2_build_device): the tree, the block tree, the ranks, the
 // offsets and the Chebyshev nodes of every box are built on the host exactly as h2_build builds
@@ -327,6 +326,14 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 // Workspace (bytes, taken from exec.workspace(); s = sizeof(T), each part rounded up to 256):
 //   h2_gemv_workspace = s·nvec·(2^L·m + 2·Σ_l 2^l·k_l)   (X in leaf blocks, x̂ and ŷ of every level)
 // Reserve it once (exec.workspace().reserve) and h2_gemv never allocates.
+//
+// Orthogonalisation on the device (Boukaram, Turkiyyah & Keyes 2019, H2Opus's horthog): the CPU's
+// algorithm (h2_orthogonalize above), each per-node QR or product of a level done for the whole
+// level by one batched call (geqrf/ungqr of qr.hpp, cuBLAS strided-batched GEMM); same ranks and,
+// up to rounding, the same represented matrix as the CPU. A construction-time operation, not for
+// the frame loop: it allocates the new H2Device (the ranks change) and its scratch with cudaMalloc,
+// the batched QR also take exec.workspace(), and it synchronises the stream before it returns (the
+// old allocation and the scratch are freed only after the stream has passed the work reading them).
 #if COVFLOW_HAS_CUDA
 
 #include <memory>
@@ -489,6 +496,13 @@ std::vector<H2PhaseTime> h2_gemv_phases(Exec& cuda_exec, T alpha, const H2Device
 template <class T>
 H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
                                  const H2Options& options = {}, H2CompressReport* report = nullptr);
+
+// h2_orthogonalize on the device: `a` is replaced by an H2Device holding the same matrix (up to
+// rounding) with orthonormal bases and the ranks of the CPU's h2_orthogonalize (min(m, k_L), then
+// min(2k'_l, k_{l−1}) upward). Allocates and synchronises the stream (above). Throws
+// InvalidArgument for a CPU Exec or an empty H2Device (or one of another device).
+template <class T>
+void h2_orthogonalize(Exec& cuda_exec, H2Device<T>& a);
 
 }  // namespace covflow::linalg
 
