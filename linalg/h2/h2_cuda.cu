@@ -4,7 +4,9 @@
 // H2<T>'s, copied as they are (h2.hpp, Format).
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "../common/checks.hpp"
@@ -21,6 +23,14 @@ namespace {
 [[noreturn]] void fail(const char* op, const std::string& why) { throw InvalidArgument(std::string(op) + ": " + why); }
 
 using detail::h2_cuda::require_cuda;
+
+// As an ostream writes it (-1, 1e-06, nan), as the CPU operations' messages do.
+std::string number(double v) {
+  std::ostringstream text;
+  text << v;
+  return text.str();
+}
+
 
 // The checks of the CPU operations (storage sizes agree with the tree, ranks and pair counts) and
 // the index ranges of the pair lists, which the kernels follow without checking.
@@ -409,6 +419,15 @@ void h2_orthogonalize(Exec& cuda_exec, H2Device<T>& a) {
   a = detail::h2_cuda::orthogonalized(cuda_exec, a);
 }
 
+template <class T>
+H2CompressReport h2_compress(Exec& cuda_exec, H2Device<T>& a, double tol) {
+  constexpr const char* op = "h2_compress";
+  require_cuda(cuda_exec, op);
+  if (!(tol > 0) || !std::isfinite(tol)) fail(op, "tol " + number(tol) + " must be positive and finite");
+  require_device_h2(cuda_exec, a, op);
+  return detail::h2_cuda::compress(cuda_exec, a, tol);
+}
+
 #define COVFLOW_H2_CUDA_API(T)                                                                  \
   template H2Device<T> detail::h2_cuda::DeviceAccess::make<T>(Exec&, H2DeviceShape);            \
   template H2Device<T> detail::h2_cuda::allocate<T>(Exec&, const H2<T>&);                       \
@@ -420,7 +439,8 @@ void h2_orthogonalize(Exec& cuda_exec, H2Device<T>& a) {
   template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \
   template void h2_gemv<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);                  \
   template std::vector<H2PhaseTime> h2_gemv_phases<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>); \
-  template void h2_orthogonalize<T>(Exec&, H2Device<T>&);
+  template void h2_orthogonalize<T>(Exec&, H2Device<T>&);                                       \
+  template H2CompressReport h2_compress<T>(Exec&, H2Device<T>&, double);
 COVFLOW_H2_CUDA_API(f32)
 COVFLOW_H2_CUDA_API(f64)
 COVFLOW_H2_CUDA_API(cf32)

@@ -153,7 +153,10 @@ double worst_orthonormality(const H2<T>& a, bool compressed = false) {
 
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string out;
-  for (int k : ranks) out += " " + std::to_string(k);
+  for (int k : ranks) {
+    out += ' ';
+    out += std::to_string(k);
+  }
   return out;
 }
 
@@ -221,6 +224,60 @@ TYPED_TEST(H2CompressGpu, OrthogonalizeMatchesCpu) {
   }
 }
 
+TYPED_TEST(H2CompressGpu, CompressMatchesCpu) {
+  using T = TypeParam;
+  const std::vector<double> tolerances = std::is_same_v<real_t<T>, float> ? std::vector<double>{1e-2, 1e-3}
+                                                                          : std::vector<double>{1e-2, 1e-5, 1e-8};
+  for (const Case& c : cases<T>(this->rng_)) {
+    const H2<T> built = h2_build<T>(this->cpu_, c.points, c.dim, c.spec, c.options);
+    const std::int64_t n = built.tree.n;
+    const double unit = static_cast<double>(n) * eps<T>();
+    const std::vector<T> e_built = expand(this->cpu_, built);
+    const double built_norm = norm(e_built);
+    H2<T> orthogonal = built;
+    h2_orthogonalize(this->cpu_, orthogonal);
+    for (double tol : tolerances) {
+      // Once from the built H2 (the GPU orthogonalises first), once from an orthogonal one.
+      for (const bool from_orthogonal : {false, true}) {
+        H2<T> cpu = from_orthogonal ? orthogonal : built;
+        const H2CompressReport expected = h2_compress(this->cpu_, cpu, tol);
+        H2Device<T> device = h2_upload(this->gpu(), from_orthogonal ? orthogonal : built);
+        const H2CompressReport got = h2_compress(this->gpu(), device, tol);
+        const std::string what = c.what + ", tol " + std::to_string(tol) + (from_orthogonal ? ", from orthogonal" : "");
+        EXPECT_EQ(got.ranks_before, expected.ranks_before) << what;
+        ASSERT_EQ(got.ranks_after, expected.ranks_after)
+            << what << ": GPU ranks" << ranks_text(got.ranks_after) << ", CPU" << ranks_text(expected.ranks_after);
+        EXPECT_EQ(device.shape().rank, got.ranks_after) << what;
+        EXPECT_TRUE(device.shape().orthogonal) << what;
+        EXPECT_EQ(got.bytes_before, expected.bytes_before) << what;
+        EXPECT_EQ(got.bytes_after, expected.bytes_after) << what;
+        EXPECT_EQ(got.tolerance, tol) << what;
+        EXPECT_LE(std::abs(got.norm - expected.norm), 10 * unit * expected.norm) << what;
+        EXPECT_LE(std::abs(got.node_threshold - expected.node_threshold), 10 * unit * expected.node_threshold) << what;
+        EXPECT_LE(std::abs(got.error_bound - expected.error_bound), 0.01 * expected.error_bound + unit) << what;
+        EXPECT_LE(got.error_bound, tol * (1 + 1e-12)) << what;
+
+        const H2<T> gpu = h2_download(this->gpu(), device);
+        EXPECT_EQ(h2_bytes(gpu), got.bytes_after) << what;
+        const std::vector<T> e_gpu = expand(this->cpu_, gpu), e_cpu = expand(this->cpu_, cpu);
+        const double error = diff_norm(e_gpu, e_built) / built_norm;
+        const double vs_cpu = diff_norm(e_gpu, e_cpu) / norm(e_cpu) / unit;
+        const double orthonormality = worst_orthonormality(gpu, true);
+        const double matvec = this->matvec_difference(gpu, device);
+        std::cout << "  " << what << ": ranks" << ranks_text(got.ranks_before) << " →" << ranks_text(got.ranks_after)
+                  << "; error " << error << " (bound " << got.error_bound << ", CPU " << expected.error_bound
+                  << "), ‖E_gpu − E_cpu‖ " << vs_cpu << " n·ε, bases " << orthonormality << " k·ε, matvec " << matvec
+                  << " n·ε\n";
+        EXPECT_LE(error, tol + 10 * unit) << what;
+        EXPECT_LE(error, got.error_bound + 10 * unit) << what;
+        EXPECT_LE(vs_cpu, 10.0) << what;
+        EXPECT_LE(orthonormality, 10.0) << what;
+        EXPECT_LE(matvec, 0.1) << what;
+      }
+    }
+  }
+}
+
 TEST(H2CompressGpuErrors, BadArgumentsThrowInvalidArgumentNamingThem) {
   COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec& gpu = test::GpuTest::gpu();
@@ -229,8 +286,14 @@ TEST(H2CompressGpuErrors, BadArgumentsThrowInvalidArgumentNamingThem) {
   const std::vector<double> p = points_in_box(400, 2, 1.0, rng);
   const H2<f64> a = h2_build<f64>(cpu, p, 2, H2KernelSpec{H2Kernel::exponential, 1.0, 0.2}, H2Options{32, 1.0, 4});
   H2Device<f64> device = h2_upload(gpu, a);
+  test::expect_invalid_argument([&] { h2_compress(gpu, device, 0.0); }, "h2_compress: tol 0 must be positive and finite");
+  test::expect_invalid_argument([&] { h2_compress(gpu, device, -1e-3); }, "h2_compress: tol -0.001");
+  test::expect_invalid_argument([&] { h2_compress(gpu, device, std::nan("")); }, "h2_compress: tol nan");
+  test::expect_invalid_argument([&] { h2_compress(gpu, device, INFINITY); }, "h2_compress: tol inf");
+  test::expect_invalid_argument([&] { h2_compress(cpu, device, 1e-3); }, "h2_compress: exec must be a CUDA Exec");
   test::expect_invalid_argument([&] { h2_orthogonalize(cpu, device); }, "h2_orthogonalize: exec must be a CUDA Exec");
   H2Device<f64> none;
+  test::expect_invalid_argument([&] { h2_compress(gpu, none, 1e-3); }, "h2_compress: A is an empty H2Device");
   test::expect_invalid_argument([&] { h2_orthogonalize(gpu, none); }, "h2_orthogonalize: A is an empty H2Device");
   // A failed call leaves the H2Device as it was.
   EXPECT_FALSE(device.empty());

@@ -327,13 +327,17 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 //   h2_gemv_workspace = s·nvec·(2^L·m + 2·Σ_l 2^l·k_l)   (X in leaf blocks, x̂ and ŷ of every level)
 // Reserve it once (exec.workspace().reserve) and h2_gemv never allocates.
 //
-// Orthogonalisation on the device (Boukaram, Turkiyyah & Keyes 2019, H2Opus's horthog): the CPU's
-// algorithm (h2_orthogonalize above), each per-node QR or product of a level done for the whole
-// level by one batched call (geqrf/ungqr of qr.hpp, cuBLAS strided-batched GEMM); same ranks and,
-// up to rounding, the same represented matrix as the CPU. A construction-time operation, not for
-// the frame loop: it allocates the new H2Device (the ranks change) and its scratch with cudaMalloc,
-// the batched QR also take exec.workspace(), and it synchronises the stream before it returns (the
+// Orthogonalisation and compression on the device (Boukaram, Turkiyyah & Keyes 2019, H2Opus's
+// horthog and hcompress): the CPU's algorithms (h2_orthogonalize, h2_compress above), each per-node
+// QR, SVD or product of a level done for the whole level by one batched call (geqrf/ungqr of
+// qr.hpp, gesvj of svd.hpp, cuBLAS strided-batched GEMM); same ranks and, up to rounding, the same
+// represented matrix as the CPU. They are construction-time operations, not for the frame loop:
+// each allocates the new H2Device (the ranks change) and its scratch with cudaMalloc, the batched
+// QR and SVD also take exec.workspace(), and each synchronises the stream before it returns (the
 // old allocation and the scratch are freed only after the stream has passed the work reading them).
+// h2_compress also reads back, once, the tree's node ranges, the coupling block-row index and the
+// blocks' norms (for τ and the stack heights), and, once per level, the singular values (the level's
+// rank is the maximum over its nodes, decided on the host as on the CPU).
 #if COVFLOW_HAS_CUDA
 
 #include <memory>
@@ -503,6 +507,14 @@ H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<co
 // InvalidArgument for a CPU Exec or an empty H2Device (or one of another device).
 template <class T>
 void h2_orthogonalize(Exec& cuda_exec, H2Device<T>& a);
+
+// h2_compress on the device: ‖A_H − Ã_H‖_F ≤ tol·‖A_H‖_F, `a` replaced by the compressed
+// H2Device; the same thresholds, ranks and report as the CPU's h2_compress (orthogonalises first
+// unless a.shape().orthogonal). Allocates, reads back once per level and synchronises (above).
+// Throws InvalidArgument unless tol > 0 and finite, for a CPU Exec or an empty H2Device; Error if
+// a node's SVD did not converge.
+template <class T>
+H2CompressReport h2_compress(Exec& cuda_exec, H2Device<T>& a, double tol);
 
 }  // namespace covflow::linalg
 
