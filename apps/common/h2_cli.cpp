@@ -37,6 +37,11 @@
 #include "covflow/linalg/h2.hpp"
 #include "covflow/linalg/types.hpp"
 
+#if COVFLOW_HAS_CUDA
+#include "covflow/linalg/cuda/context.hpp"
+#include "covflow/linalg/cuda/memory.hpp"
+#endif
+
 namespace covflow::cli {
 
 using namespace detail;
@@ -48,7 +53,10 @@ constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 
 std::string ranks_text(const std::vector<int>& ranks) {
   std::string text;
-  for (std::size_t l = 0; l < ranks.size(); ++l) text += (l ? "/" : "") + std::to_string(ranks[l]);
+  for (std::size_t l = 0; l < ranks.size(); ++l) {
+    if (l > 0) text += '/';
+    text += std::to_string(ranks[l]);
+  }
   return text;
 }
 
@@ -509,12 +517,23 @@ int build_typed(const H2BuildRequest& request, const Points& points, const Kerne
   std::optional<la::H2CompressReport> report;
   const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
     try {
-      a = la::h2_build<T>(exec, points.coordinates, points.dim, kernel.spec, options);
-      built_ranks = a.rank;
-      if (request.tolerance) {
-        la::h2_orthogonalize<T>(exec, a);
-        report = la::h2_compress<T>(exec, a, *request.tolerance);
+      if (!exec.is_cuda()) {
+        a = la::h2_build<T>(exec, points.coordinates, points.dim, kernel.spec, options);
+        built_ranks = a.rank;
+        if (request.tolerance) {
+          la::h2_orthogonalize<T>(exec, a);
+          report = la::h2_compress<T>(exec, a, *request.tolerance);
+        }
+        return;
       }
+#if COVFLOW_HAS_CUDA
+      // The same steps on the device (h2_build_device, then h2_compress on the H2Device, which
+      // orthogonalises first), and the result downloaded for the archive.
+      la::H2Device<T> device = la::h2_build_device<T>(exec, points.coordinates, points.dim, kernel.spec, options);
+      built_ranks = device.shape().rank;
+      if (request.tolerance) report = la::h2_compress<T>(exec, device, *request.tolerance);
+      a = la::h2_download<T>(exec, device);
+#endif
     } catch (const la::InvalidArgument& e) {
       fail(exit_code::usage, request.points.string() + " " + kernel.text + ": " + e.what());
     }
@@ -544,6 +563,82 @@ struct Build {
   static int run(const H2BuildRequest& r, const Points& p, const Kernel& k, io::NpyDtype dtype, std::ostream& out,
                  std::ostream& err) {
     return build_typed<T>(r, p, k, dtype, out, err);
+  }
+};
+
+// ---- compress --format h2: from a dense matrix ----------------------------------------------------
+
+// ‖A − Aᴴ‖_F / ‖A‖_F of one column-major n × n matrix (0 for the zero matrix).
+template <class T>
+double asymmetry(const std::vector<T>& a, std::int64_t n) {
+  double diff = 0, norm = 0;
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T v = a[static_cast<std::size_t>(i + j * n)];
+      norm += std::norm(std::complex<double>(v));
+      diff += std::norm(std::complex<double>(v) - std::conj(std::complex<double>(a[static_cast<std::size_t>(j + i * n)])));
+    }
+  return norm > 0 ? std::sqrt(diff / norm) : 0.0;
+}
+
+template <class T>
+struct FromDense {
+  static int run(const CompressRequest& request, const io::NpyArray& input, const Stack& s, const Points& points,
+                 std::ostream& out, std::ostream& err) {
+    const std::string command = "covflow linalg compress";
+    const io::NpyDtype dtype = input.dtype;
+    const auto n = static_cast<std::int64_t>(s.rows);
+    const std::vector<T> a = to_column_major<T>(input, s);
+    for (const T& v : a)
+      if (!std::isfinite(std::abs(std::complex<double>(v))))
+        fail(exit_code::input_damaged, request.input.string() + ": the matrix holds a NaN or an Inf: nothing to compress");
+    // The H² form is Hermitian (it stores one triangle of blocks); a matrix that is not, to within
+    // the tolerance asked for, would come back as a different matrix.
+    const double skew = asymmetry(a, n);
+    if (skew > request.tolerance)
+      fail(exit_code::input_damaged, request.input.string() + ": the matrix is not Hermitian: ‖A − Aᴴ‖_F/‖A‖_F = " +
+                                         number_text(skew) + " > --tol " + number_text(request.tolerance) +
+                                         " (the H² form stores a Hermitian matrix)");
+    la::H2Options options;
+    options.leaf_size = request.leaf.value_or(options.leaf_size);
+    options.eta = request.eta.value_or(options.eta);
+    la::H2<T> h;
+    la::H2CompressReport report;
+    const la::Backend backend = on_backend(request.device, command, err, [&](la::Exec& exec) {
+      try {
+        if (!exec.is_cuda()) {
+          h = la::h2_from_dense<T>(exec, la::Batch<const T>::packed(a.data(), n, n, 1), points.coordinates, points.dim,
+                                   request.tolerance, options, &report);
+          return;
+        }
+#if COVFLOW_HAS_CUDA
+        exec.cuda_context().make_current();
+        la::cuda::DeviceBuffer<T> device_a(a.size());
+        device_a.upload(std::span<const T>(a), exec.cuda_context().stream());
+        const la::H2Device<T> device = la::h2_from_dense_device<T>(
+            exec, la::Batch<const T>::packed(device_a.data(), n, n, 1), points.coordinates, points.dim,
+            request.tolerance, options, &report);
+        h = la::h2_download<T>(exec, device);
+#endif
+      } catch (const la::InvalidArgument& e) {
+        fail(exit_code::usage, request.input.string() + " on " + request.points.string() + ": " + e.what());
+      }
+    });
+    store_archive(request.output, h2_members(h, dtype));
+
+    const la::H2Stats stats = la::h2_stats(h);
+    std::int64_t couplings = 0;
+    for (std::int64_t c : stats.coupling_blocks) couplings += c;
+    out << "compress: " << request.input.string() << " " << describe(input) << " as H² on " << points.n << " points in "
+        << points.dim << "-D, " << io::numpy_name(dtype) << " on " << device_name(backend) << ", leaf "
+        << options.leaf_size << ", η " << number_text(options.eta) << ", tol " << number_text(request.tolerance)
+        << ": depth " << stats.depth << ", ranks " << ranks_text(stats.ranks) << " by level, " << couplings
+        << " coupling and " << stats.dense_blocks << " dense blocks, " << stats.total_bytes << " of "
+        << stats.dense_matrix_bytes << " dense bytes ("
+        << percent_text(stats.dense_matrix_bytes ? 100.0 * double(stats.total_bytes) / double(stats.dense_matrix_bytes) : 0.0)
+        << ") + " << stats.index_bytes << " index bytes, error ≤ " << number_text(report.error_bound)
+        << " (bound): wrote " << request.output.string() << "\n";
+    return exit_code::ok;
   }
 };
 
@@ -596,8 +691,23 @@ struct Apply {
     const auto nvec = static_cast<std::int64_t>(s.count * s.cols);
     const la::Backend backend = on_backend(request.device, "covflow linalg apply", err, [&](la::Exec& exec) {
       if (y.empty()) return;
-      la::h2_gemv<T>(exec, T(1), a, la::Batch<const T>::packed(xs.data(), a.tree.n, nvec, 1), T(0),
-                     la::Batch<T>::packed(y.data(), a.tree.n, nvec, 1));
+      if (!exec.is_cuda()) {
+        la::h2_gemv<T>(exec, T(1), a, la::Batch<const T>::packed(xs.data(), a.tree.n, nvec, 1), T(0),
+                       la::Batch<T>::packed(y.data(), a.tree.n, nvec, 1));
+        return;
+      }
+#if COVFLOW_HAS_CUDA
+      // h2_upload, then h2_gemv on the device.
+      exec.cuda_context().make_current();
+      const cudaStream_t stream = exec.cuda_context().stream();
+      const la::H2Device<T> device = la::h2_upload<T>(exec, a);
+      la::cuda::DeviceBuffer<T> xd(xs.size()), yd(y.size());
+      xd.upload(std::span<const T>(xs), stream);
+      la::h2_gemv<T>(exec, T(1), device, la::Batch<const T>::packed(xd.data(), a.tree.n, nvec, 1), T(0),
+                     la::Batch<T>::packed(yd.data(), a.tree.n, nvec, 1));
+      yd.download(std::span<T>(y), stream);
+      exec.synchronize();
+#endif
     });
     const io::NpyArray result{dtype, x.shape, false, column_major_to_c_order(y, s)};
     store(request.output, result);
@@ -616,6 +726,34 @@ int h2_expand_archive(const ExpandRequest& request, const std::vector<io::NpzMem
   const H2Reader r(members, request.input);
   const io::NpyDtype dtype = h2_dtype(r);
   return by_dtype<Expand>(dtype, request, r, dtype, out, err);
+}
+
+int h2_compress_dense(const CompressRequest& request, std::ostream& out, std::ostream& err) {
+  if (request.points.empty())
+    fail(exit_code::usage, "--format h2 needs --points P.npy: the points of the matrix's rows and columns (n, d)");
+  if (request.tile != 0 || request.max_rank || request.scope != la::TlrScope::matrix)
+    fail(exit_code::usage, "--tile, --max-rank and --scope belong to --format tlr, not --format h2");
+  if (request.output.empty()) fail(exit_code::usage, "--out is required");
+  if (!(request.tolerance > 0) || !std::isfinite(request.tolerance))
+    fail(exit_code::usage, "--tol must be a positive number, got " + number_text(request.tolerance));
+  if (request.leaf && (*request.leaf < 1 || *request.leaf > kInt32Max))
+    fail(exit_code::usage, "--leaf must be at least 1 (and fit 32 bits), got " + std::to_string(*request.leaf));
+  if (request.eta && (!(*request.eta > 0) || !std::isfinite(*request.eta)))
+    fail(exit_code::usage, "--eta must be a positive number, got " + number_text(*request.eta));
+  if (request.input == request.output) fail(exit_code::usage, "--out names the same file as the input");
+  if (request.points == request.output) fail(exit_code::usage, "--out names the same file as --points");
+  const io::NpyArray input = load(request.input);
+  const Stack s = stack_of(input, request.input, "(n, n) or (1, n, n): one matrix");
+  if (s.rows != s.cols)
+    fail(exit_code::input_damaged, request.input.string() + ": the matrix must be square, got shape " + describe(input));
+  if (s.count != 1)
+    fail(exit_code::usage, request.input.string() + ": shape " + describe(input) +
+                               " holds " + std::to_string(s.count) + " matrices; an H² archive holds one (compress them one by one)");
+  const Points points = load_points(request.points);
+  if (static_cast<std::uint64_t>(points.n) != s.rows)
+    fail(exit_code::input_damaged, request.points.string() + ": " + std::to_string(points.n) + " points, but the matrix of " +
+                                       request.input.string() + " is " + std::to_string(s.rows) + " × " + std::to_string(s.rows));
+  return by_dtype<FromDense>(input.dtype, request, input, s, points, out, err);
 }
 
 int h2_apply_archive(const ApplyRequest& request, const std::vector<io::NpzMember>& members, std::ostream& out,

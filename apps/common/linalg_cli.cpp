@@ -878,12 +878,11 @@ LinalgCommands::LinalgCommands(CLI::App& app) {
       ->capture_default_str();
 
   compress_ = group_->add_subcommand(
-      "compress", "Compress matrices to tile low-rank (TLR) form in an .npz archive (layout: docs/cli.md)");
+      "compress", "Compress matrices to tile low-rank (TLR) or H² form in an .npz archive (layout: docs/cli.md)");
   compress_->add_option("input", compress_input_, "A.npy: (n, n) or (batch, n, n); complex128, complex64, float64 or float32")
       ->required();
   compress_->add_option("--format", compress_request_.format,
-                        "Compressed form: tlr (tile low-rank); h2 (from a dense matrix) is not built yet: covflow "
-                        "linalg h2 build builds an H² matrix from a kernel")
+                        "Compressed form: tlr (tile low-rank), or h2 (H² on --points; one Hermitian matrix)")
       ->capture_default_str();
   compress_tile_option_ = compress_->add_option(
       "--tile", compress_request_.tile, "Tile size b: tiles of b × b, the last ragged when b does not divide n (required with tlr)");

@@ -186,7 +186,7 @@ int run_solve(const SolveRequest& request, std::ostream& out, std::ostream& err)
 struct CompressRequest {
   std::filesystem::path input;   // A.npy: (n, n) or (batch, n, n)
   std::filesystem::path output;  // C.npz, the layout docs/cli.md gives
-  std::string format = "tlr";    // tlr; h2 is refused (construction from a dense matrix is not built yet)
+  std::string format = "tlr";    // tlr, or h2 (linalg::h2_from_dense on --points)
   std::filesystem::path points;  // --format h2: P.npy
   std::optional<std::int64_t> leaf;  // --format h2
   std::optional<double> eta;         // --format h2

@@ -255,6 +255,8 @@ ArchiveFormat archive_format(const std::vector<io::NpzMember>& members, const pa
 // guard once archive_format says h2.
 int h2_expand_archive(const ExpandRequest& request, const std::vector<io::NpzMember>& members, std::ostream& out,
                       std::ostream& err);
+// compress --format h2 (h2_cli.cpp): run_compress calls it inside its guard.
+int h2_compress_dense(const CompressRequest& request, std::ostream& out, std::ostream& err);
 int h2_apply_archive(const ApplyRequest& request, const std::vector<io::NpzMember>& members, std::ostream& out,
                      std::ostream& err);
 

@@ -647,13 +647,10 @@ void require_distinct(const path& input, const path& output, const char* input_n
 
 int run_compress(const CompressRequest& request, std::ostream& out, std::ostream& err) {
   return guarded("covflow linalg compress", err, [&]() -> int {
-    if (request.format == "h2")
-      fail(exit_code::usage, "--format h2: building an H² matrix from a dense matrix is not built yet (a sample "
-                             "covariance has no kernel to interpolate); covflow linalg h2 build builds one from a "
-                             "kernel on points (docs/h2.md)");
+    if (request.format == "h2") return h2_compress_dense(request, out, err);
     if (request.format != "tlr")
       fail(exit_code::usage, "--format " + request.format +
-                                 ": covflow linalg compress writes --format tlr (tile low-rank) only");
+                                 ": expected tlr (tile low-rank) or h2 (H², with --points)");
     if (!request.points.empty() || request.leaf || request.eta)
       fail(exit_code::usage, "--points, --leaf and --eta belong to --format h2, not --format tlr");
     if (request.output.empty()) fail(exit_code::usage, "--out is required");

@@ -297,6 +297,90 @@ TEST(H2Cli, TolShrinksTheArchiveWithinItsBound) {
   }
 }
 
+// compress --format h2: a sample covariance (snapshots of a few plane waves and noise on a jittered
+// planar array, complex128) and a kernel matrix (float64) into H² archives; expand gives each back
+// within --tol, apply agrees with the dense product, and the summary line reports the bound.
+TEST(H2Cli, CompressDenseMatrixWithinTheTolerance) {
+  ScratchDir dir;
+  const std::uint64_t seed = fresh_seed("H2Cli.CompressDense");
+  std::mt19937_64 rng(seed);
+  // A 16 × 16 array at half-wavelength spacing (positions in wavelengths), jittered.
+  const std::size_t side = 16, n = side * side, snapshots = 600;
+  std::uniform_real_distribution<double> jitter(-0.1, 0.1), angle(-1.2, 1.2);
+  std::normal_distribution<double> normal(0.0, std::sqrt(0.5));
+  std::vector<double> p;
+  for (std::size_t i = 0; i < side; ++i)
+    for (std::size_t j = 0; j < side; ++j) {
+      p.push_back(0.5 * (double(i) + jitter(rng)));
+      p.push_back(0.5 * (double(j) + jitter(rng)));
+    }
+  io::write_npy(dir / "p.npy", make_array(p, {n, 2}));
+  // R = X·Xᴴ/K with X = Σ a(θ_e)·s_e + noise: three emitters 30, 20 and 10 dB over unit noise.
+  std::vector<Z> x(n * snapshots);
+  for (const double power_db : {30.0, 20.0, 10.0}) {
+    const double az = angle(rng), amplitude = std::pow(10.0, power_db / 20);
+    for (std::size_t k = 0; k < snapshots; ++k) {
+      const Z s = amplitude * Z(normal(rng), normal(rng));
+      for (std::size_t e = 0; e < n; ++e)
+        x[e * snapshots + k] += s * std::exp(Z(0, 2 * std::numbers::pi * (p[2 * e] * std::sin(az) + p[2 * e + 1] * std::cos(az))));
+    }
+  }
+  for (Z& v : x) v += Z(normal(rng), normal(rng));
+  std::vector<Z> r(n * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      Z sum;
+      for (std::size_t k = 0; k < snapshots; ++k) sum += x[i * snapshots + k] * std::conj(x[j * snapshots + k]);
+      r[i * n + j] = sum / double(snapshots);
+    }
+  for (std::size_t i = 0; i < n; ++i)  // exactly Hermitian, as a covariance estimator makes it
+    for (std::size_t j = 0; j < i; ++j) r[j * n + i] = std::conj(r[i * n + j]);
+  io::write_npy(dir / "r.npy", make_array(r, {n, n}));
+  const std::vector<Z> k = kernel_matrix({la::H2Kernel::exponential, 1.0, 2.0}, p, 2, 0.0);
+  std::vector<double> k_real(k.size());
+  for (std::size_t i = 0; i < k.size(); ++i) k_real[i] = k[i].real();
+  io::write_npy(dir / "k.npy", make_array(k_real, {n, n}));
+
+  for (const char* input : {"r.npy", "k.npy"})
+    for (const double tol : {1e-3, 1e-7}) {
+      SCOPED_TRACE(::testing::Message() << input << " tol " << tol << " seed " << seed);
+      cli::CompressRequest c = compress_request(dir, 0, tol, false);
+      c.input = dir / input;
+      c.format = "h2";
+      c.points = dir / "p.npy";
+      c.leaf = 16;
+      c.output = dir / "h.npz";
+      const Outcome run = run_command(cli::run_compress, c);
+      ASSERT_EQ(run.code, 0) << run.err;
+      EXPECT_TRUE(contains(run.out, "as H² on 256 points in 2-D")) << run.out;
+      EXPECT_TRUE(contains(run.out, "(bound): wrote")) << run.out;
+      ASSERT_EQ(expand(dir, "h.npz").code, 0);
+      const io::NpyArray e = io::read_npy(dir / "e.npy");
+      const std::vector<Z> got = std::string(input) == "r.npy" ? as_z<Z>(e) : as_z<double>(e);
+      const std::vector<Z> want = std::string(input) == "r.npy" ? r : k;
+      const double error = relative_difference(got, want);
+      EXPECT_LE(error, tol);
+      RecordProperty(std::string(input) + "_error_" + std::to_string(tol), std::to_string(error));
+    }
+  // apply on the covariance's archive at 10⁻³ against the dense product.
+  cli::CompressRequest c = compress_request(dir, 0, 1e-3, false);
+  c.input = dir / "r.npy";
+  c.format = "h2";
+  c.points = dir / "p.npy";
+  c.leaf = 16;
+  c.output = dir / "h.npz";
+  ASSERT_EQ(run_command(cli::run_compress, c).code, 0);
+  std::vector<Z> xs(n * 3);
+  std::normal_distribution<double> g(0.0, 1.0);
+  for (Z& v : xs) v = Z(g(rng), g(rng));
+  io::write_npy(dir / "x.npy", make_array(xs, {n, 3}));
+  cli::ApplyRequest a{dir / "h.npz", dir / "x.npy", dir / "y.npy", cli::DeviceChoice::cpu};
+  const Outcome applied = run_command(cli::run_apply, a);
+  ASSERT_EQ(applied.code, 0) << applied.err;
+  const std::vector<Z> y = as_z<Z>(io::read_npy(dir / "y.npy"));
+  EXPECT_LE(relative_difference(y, product(r, 0, xs, n, 3)), 1e-3);
+}
+
 // Options, points files and archives that do not fit: each its exit code and a message naming
 // the option, the file, or the archive and its member.
 TEST(H2CliErrors, EachClassHasItsExitCodeAndMessage) {
@@ -311,7 +395,18 @@ TEST(H2CliErrors, EachClassHasItsExitCodeAndMessage) {
   std::vector<double> with_nan = p;
   with_nan[2 * 17 + 1] = std::nan("");
   io::write_npy(dir / "pnan.npy", make_array(with_nan, {n, 2}));
-  io::write_npy(dir / "a.npy", make_array(kernel_matrices<double>(1, n, rng), {n, n}));
+  const std::vector<double> a = kernel_matrices<double>(1, n, rng);
+  io::write_npy(dir / "a.npy", make_array(a, {n, n}));
+  io::write_npy(dir / "p_short.npy", make_array(std::vector<double>(p.begin(), p.end() - 2), {n - 1, 2}));
+  std::vector<double> a2 = a;
+  a2.insert(a2.end(), a.begin(), a.end());
+  io::write_npy(dir / "a2.npy", make_array(a2, {2, n, n}));
+  std::vector<double> skew = a;
+  skew[3 * n + 150] += 0.5 * std::abs(a[3 * n + 3]);
+  io::write_npy(dir / "askew.npy", make_array(skew, {n, n}));
+  std::vector<double> anan = a;
+  anan[7 * n + 9] = std::nan("");
+  io::write_npy(dir / "anan.npy", make_array(anan, {n, n}));
   io::write_npy(dir / "x32.npy", make_array(random_normal<float>(n, rng), {n}));
   io::write_npy(dir / "short.npy", make_array(random_normal<double>(n - 1, rng), {n - 1}));
 
@@ -336,9 +431,29 @@ TEST(H2CliErrors, EachClassHasItsExitCodeAndMessage) {
     r.format = "h2";
     r.points = dir / "p.npy";
     r.output = dir / "h.npz";
-    cases.push_back({"compress_h2", run_command(cli::run_compress, r), exit_code::usage,
-                     "--format h2: building an H² matrix from a dense matrix is not built yet"});
+    r.leaf = 16;
+    ASSERT_EQ(run_command(cli::run_compress, r).code, 0) << run_command(cli::run_compress, r).err;
+    auto compress = [&](auto&& change) {
+      cli::CompressRequest h = r;
+      change(h);
+      return run_command(cli::run_compress, h);
+    };
+    cases.push_back({"compress_h2_no_points", compress([](auto& h) { h.points.clear(); }), exit_code::usage,
+                     "--format h2 needs --points P.npy"});
+    cases.push_back({"compress_h2_tile", compress([](auto& h) { h.tile = 8; }), exit_code::usage,
+                     "--tile, --max-rank and --scope belong to --format tlr, not --format h2"});
+    cases.push_back({"compress_h2_points_count", compress([&](auto& h) { h.points = dir / "p_short.npy"; }),
+                     exit_code::input_damaged, "p_short.npy: 199 points, but the matrix of"});
+    cases.push_back({"compress_h2_batch", compress([&](auto& h) { h.input = dir / "a2.npy"; }), exit_code::usage,
+                     "holds 2 matrices; an H² archive holds one"});
+    cases.push_back({"compress_h2_not_hermitian", compress([&](auto& h) { h.input = dir / "askew.npy"; }),
+                     exit_code::input_damaged, "askew.npy: the matrix is not Hermitian"});
+    cases.push_back({"compress_h2_nan", compress([&](auto& h) { h.input = dir / "anan.npy"; }), exit_code::input_damaged,
+                     "anan.npy: the matrix holds a NaN or an Inf"});
+    cases.push_back({"compress_h2_eta", compress([&](auto& h) { h.eta = -1.0; }), exit_code::usage,
+                     "--eta must be a positive number"});
     r.format = "tlr";
+    r.leaf.reset();
     r.tile = 8;
     cases.push_back({"compress_tlr_points", run_command(cli::run_compress, r), exit_code::usage,
                      "--points, --leaf and --eta belong to --format h2"});

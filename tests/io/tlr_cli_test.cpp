@@ -52,7 +52,7 @@ TEST(TlrCliErrors, EachClassHasItsExitCodeAndMessage) {
   };
   std::vector<Case> cases;
   cases.push_back({"format", compress([](auto& r) { r.format = "lowrank"; }), exit_code::usage,
-                   "--format lowrank: covflow linalg compress writes --format tlr"});
+                   "--format lowrank: expected tlr (tile low-rank) or h2 (H², with --points)"});
   cases.push_back({"tile", compress([](auto& r) { r.tile = 0; }), exit_code::usage, "--tile must be at least 1, got 0"});
   cases.push_back({"tile_past_n", compress([](auto& r) { r.tile = 21; r.max_rank = 4; }), exit_code::usage,
                    "--tile 21 is larger than the matrices of"});
