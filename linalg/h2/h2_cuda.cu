@@ -278,6 +278,12 @@ H2Device<T> resized(Exec& cuda_exec, const H2Device<T>& from, const std::vector<
   auto* new_base = reinterpret_cast<std::byte*>(const_cast<int*>(out.arrays().permutation));
   const auto index_bytes = static_cast<std::size_t>(reinterpret_cast<const std::byte*>(from.arrays().leaf_basis) - old_base);
   COVFLOW_CUDA_TRY(cudaMemcpyAsync(new_base, old_base, index_bytes, cudaMemcpyDeviceToDevice, stream));
+  // The bases and couplings start as zeros: the padding and the blocks of empty nodes, which no
+  // operation writes, must read as the CPU's (zero), not as whatever the allocation held.
+  const auto* values = reinterpret_cast<const std::byte*>(out.arrays().leaf_basis);
+  const auto value_bytes = static_cast<std::size_t>(reinterpret_cast<const std::byte*>(out.arrays().dense) - values);
+  if (value_bytes > 0)
+    COVFLOW_CUDA_TRY(cudaMemsetAsync(const_cast<std::byte*>(values), 0, value_bytes, stream));
   const std::size_t dense_bytes = static_cast<std::size_t>(sizes_of(from.shape()).dense) * sizeof(T);
   if (dense_bytes > 0)
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(const_cast<T*>(out.arrays().dense), from.arrays().dense, dense_bytes,

@@ -48,7 +48,8 @@ H2Device<T> allocate(Exec& cuda_exec, const H2<T>& skeleton);
 
 // A new H2Device with `from`'s tree, pair lists and dense blocks (device-to-device copies on the
 // Exec's stream) and leaf bases, transfers and couplings sized for `rank` (offsets recomputed),
-// unset — for code that changes the ranks (orthogonalisation, compression).
+// zero — for code that changes the ranks (orthogonalisation, compression) and writes the blocks
+// of the nodes that hold points.
 template <class T>
 H2Device<T> resized(Exec& cuda_exec, const H2Device<T>& from, const std::vector<int>& rank);
 
