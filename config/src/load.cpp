@@ -346,7 +346,7 @@ class Loader {
 
  private:
   // The compress stage's own rules: a tile's rank cap fits the tile, and the MVDR looks go through
-  // the TLR factor, which format lowrank does not make.
+  // the TLR factor, which formats lowrank and h2 do not make.
   void check_compress() {
     const CompressStageConfig& compress = config.pipeline.stages.compress;
     if (compress.max_rank > compress.tile)
@@ -354,12 +354,13 @@ class Loader {
            "pipeline.stages.compress.max_rank",
            fmt::format("expected at most pipeline.stages.compress.tile ({}), or 0 for tile / 2 (got {})", compress.tile,
                        compress.max_rank));
-    if (compress.format == CompressFormat::lowrank && !compress.looks_deg.empty())
+    if ((compress.format == CompressFormat::lowrank || compress.format == CompressFormat::h2) &&
+        !compress.looks_deg.empty())
       fail(where_of({"pipeline.stages.compress.looks_deg", "pipeline.stages.compress.format"}),
            "pipeline.stages.compress.looks_deg",
-           fmt::format("expected no looks with format lowrank: the MVDR weights are solved with the TLR Cholesky "
+           fmt::format("expected no looks with format {}: the MVDR weights are solved with the TLR Cholesky "
                        "factor, which format tlr or auto makes (got {} looks)",
-                       compress.looks_deg.size()));
+                       name(compress.format), compress.looks_deg.size()));
   }
 
   // A planar array has rows × cols elements and a list as many as it has positions: that is

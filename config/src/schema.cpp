@@ -254,16 +254,17 @@ std::vector<Key> make_keys() {
                       "from -90 to 90 degrees inclusive (0: none; otherwise at least 2)",
        .ints = {0, 3601}},
       {.path = "pipeline.stages.compress.enabled", .access = COVFLOW_REF(pipeline.stages.compress.enabled),
-       .description = "Compress each cell's covariance (tile low-rank, or identity plus low rank) and report ranks, "
-                      "bytes and the achieved error"},
+       .description = "Compress each cell's covariance (tile low-rank, identity plus low rank, or H²) and report "
+                      "ranks, bytes and the achieved error"},
       {.path = "pipeline.stages.compress.degradable", .access = COVFLOW_REF(pipeline.stages.compress.degradable),
        .description = "Skip (and count) the stage when the remaining budget is below its predicted cost"},
       {.path = "pipeline.stages.compress.budget_ms", .access = COVFLOW_REF(pipeline.stages.compress.budget_ms),
        .description = "The stage's own budget (0: none beyond the frame's)", .reals = stage_ms},
       {.path = "pipeline.stages.compress.format", .access = COVFLOW_CHOICE(pipeline.stages.compress.format),
        .description = "tlr: tiles, the off-diagonal ones as U·Vᴴ of per-tile rank; lowrank: σ²I plus one Hermitian "
-                      "low-rank part (a few strong emitters over noise); auto: per cell, whichever of the two takes "
-                      "fewer bytes",
+                      "low-rank part (a few strong emitters over noise); h2: an H² matrix on the array's element "
+                      "positions (CPU lanes); auto: per cell, whichever of them meets the tolerance in the fewest "
+                      "bytes (tlr and lowrank, and h2 on CPU lanes)",
        .choices = names(compress_format_names)},
       {.path = "pipeline.stages.compress.tolerance", .access = COVFLOW_REF(pipeline.stages.compress.tolerance),
        .description = "Relative Frobenius error allowed per cell: ‖R − R̃‖_F ≤ tolerance·‖R‖_F",
@@ -277,6 +278,12 @@ std::vector<Key> make_keys() {
        .description = "MVDR looks solved through the TLR Cholesky factor, with their SINR loss against dense weights "
                       "(empty: none)",
        .ints = {0, 64}, .reals = {-90, 90}},
+      {.path = "pipeline.stages.compress.leaf_size", .access = COVFLOW_REF(pipeline.stages.compress.leaf_size),
+       .description = "H² (format h2 or auto): the most array elements a leaf cluster holds", .ints = {1, 4096}},
+      {.path = "pipeline.stages.compress.eta", .access = COVFLOW_REF(pipeline.stages.compress.eta),
+       .description = "H² (format h2 or auto): admissibility η, a pair of element clusters is stored at low rank when "
+                      "max(diam t, diam s) ≤ η·dist(t, s)",
+       .reals = {0, 100, true, false}},
       {.path = "pipeline.stages.publish.enabled", .access = COVFLOW_REF(pipeline.stages.publish.enabled),
        .description = "Publish the results on daemon.results_endpoint"},
       {.path = "pipeline.stages.publish.record_path", .access = COVFLOW_REF(pipeline.stages.publish.record_path),

@@ -96,6 +96,6 @@ inline constexpr std::array<std::string_view, 2> sample_type_names{"cf32", "cf64
 inline constexpr std::array<std::string_view, 3> overflow_names{"drop_oldest", "reject_newest", "block"};
 inline constexpr std::array<std::string_view, 2> source_count_names{"mdl", "aic"};
 inline constexpr std::array<std::string_view, 2> subspace_method_names{"eig", "svd"};
-inline constexpr std::array<std::string_view, 3> compress_format_names{"tlr", "lowrank", "auto"};
+inline constexpr std::array<std::string_view, 4> compress_format_names{"tlr", "lowrank", "auto", "h2"};
 
 }  // namespace covflow::config::detail

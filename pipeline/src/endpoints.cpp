@@ -189,7 +189,9 @@ void append_compress(std::string& out, const FrameResults::Compressed& c, std::s
     if (c.format[i] == FrameResults::Compressed::not_computed)
       out += "null";
     else
-      append_string(out, c.format[i] == FrameResults::Compressed::tlr ? "tlr" : "lowrank");
+      append_string(out, c.format[i] == FrameResults::Compressed::tlr    ? "tlr"
+                         : c.format[i] == FrameResults::Compressed::h2 ? "h2"
+                                                                       : "lowrank");
   }
   out += ']';
   append_key(out, "rank_min");

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "compress_device.hpp"
+#include "covflow/linalg/h2.hpp"
 #include "covflow/linalg/heev.hpp"
 #include "covflow/linalg/solve.hpp"
 #include "covflow/linalg/tlr.hpp"
@@ -49,6 +50,15 @@ struct NumbersCopy {
 };
 static_assert(sizeof(NumbersCopy) <= kDescriptorBytes);
 
+// One cell's H² form (CPU lanes): built or not, its measured error², bytes and level ranks.
+struct H2Cell {
+  bool built = false;
+  double err2 = 0.0;
+  std::uint64_t bytes = 0;
+  std::int32_t rank_min = 0, rank_max = 0;
+  std::int64_t rank_sum = 0, rank_count = 0;
+};
+
 }  // namespace
 
 struct CompressStage::Lane {
@@ -56,11 +66,19 @@ struct CompressStage::Lane {
   bool cuda = false;
   int n = 0;
   int looks = 0;
-  bool tlr = false, lowrank = false;
+  bool tlr = false, lowrank = false, h2 = false;
   linalg::TlrShape tlr_shape;  // for shape.cells matrices
   detail::CompressLayout layout;  // for shape.cells
   std::vector<cf64> steering;  // [looks × n]
   std::size_t tlr_bytes = 0, tlr_workspace_bytes = 0;
+
+  // H² (CPU lanes): the elements' positions (point i's h2_dim coordinates at i·h2_dim), the
+  // construction's options, one cell's expansion, and each cell's outcome.
+  std::vector<double> h2_points;
+  int h2_dim = 1;
+  linalg::H2Options h2_options;
+  std::vector<cf64> h2_expanded;  // n × n
+  std::vector<H2Cell> h2_cells;   // [cells]
 
   // CPU lane.
   std::vector<cf64> r, dense, z_dense, z_tlr;  // [cells × n × n], [cells × n × n], [cells × n × looks] × 2
@@ -182,8 +200,11 @@ CompressStage::CompressStage(const CompressSettings& settings) : settings_(setti
     throw std::invalid_argument("compress stage: max_rank lies in [0, tile] (0: tile / 2)");
   for (double look : c.looks_deg)
     if (!(look >= -90.0 && look <= 90.0)) throw std::invalid_argument("compress stage: look directions lie in [-90, 90] degrees");
-  if (c.format == config::CompressFormat::lowrank && !c.looks_deg.empty())
-    throw std::invalid_argument("compress stage: the MVDR looks need the TLR factor, which format lowrank does not make");
+  if ((c.format == config::CompressFormat::lowrank || c.format == config::CompressFormat::h2) && !c.looks_deg.empty())
+    throw std::invalid_argument("compress stage: the MVDR looks need the TLR factor, which format " +
+                                std::string(config::name(c.format)) + " does not make");
+  if (c.leaf_size < 1) throw std::invalid_argument("compress stage: the H² leaf size must be at least 1");
+  if (!(c.eta > 0.0) || !std::isfinite(c.eta)) throw std::invalid_argument("compress stage: the H² η must be positive");
   if (!(settings_.spacing_wavelengths > 0.0) || !std::isfinite(settings_.spacing_wavelengths))
     throw std::invalid_argument("compress stage: the element spacing must be positive");
 }
@@ -194,12 +215,13 @@ CompressStage::Lane& CompressStage::lane(const linalg::Exec& exec) const { retur
 
 CompressCounters CompressStage::counters() const {
   return {frames_.load(),         cells_.load(),           tlr_cells_.load(),    lowrank_cells_.load(),
-          over_tolerance_.load(), non_finite_cells_.load(), mvdr_failures_.load()};
+          h2_cells_.load(),       over_tolerance_.load(), non_finite_cells_.load(), mvdr_failures_.load()};
 }
 
 void CompressStage::reset(linalg::Exec&) {
   // Nothing carries from frame to frame; the warm-up's frames are not the radar's.
-  for (auto* counter : {&frames_, &cells_, &tlr_cells_, &lowrank_cells_, &over_tolerance_, &non_finite_cells_, &mvdr_failures_, &problem_frames_})
+  for (auto* counter : {&frames_, &cells_, &tlr_cells_, &lowrank_cells_, &h2_cells_, &over_tolerance_,
+                        &non_finite_cells_, &mvdr_failures_, &problem_frames_})
     counter->store(0);
 }
 
@@ -220,8 +242,38 @@ void CompressStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   state->cuda = exec.is_cuda();
   state->n = static_cast<int>(shape.channels);
   state->looks = static_cast<int>(c.looks_deg.size());
-  state->tlr = c.format != config::CompressFormat::lowrank;
-  state->lowrank = c.format != config::CompressFormat::tlr;
+  using config::CompressFormat;
+  const bool automatic = c.format == CompressFormat::automatic;
+  state->tlr = automatic || c.format == CompressFormat::tlr;
+  state->lowrank = automatic || c.format == CompressFormat::lowrank;
+  // The H² construction from a dense matrix runs on the CPU backend: a CUDA lane's auto leaves it
+  // out, and format h2 on a CUDA lane is refused here.
+  state->h2 = c.format == CompressFormat::h2 || (automatic && !exec.is_cuda());
+  if (c.format == CompressFormat::h2 && exec.is_cuda())
+    throw std::invalid_argument("compress stage: format h2 runs on CPU lanes (device.backend cpu); the H² construction "
+                                "from a dense covariance is not on the CUDA lane yet");
+  if (state->h2) {
+    if (positions.empty()) {
+      for (std::int64_t i = 0; i < std::int64_t(shape.channels); ++i)
+        state->h2_points.push_back(double(i) * settings_.spacing_wavelengths);
+      state->h2_dim = 1;
+    } else {
+      // The coordinates that vary over the array (a planar array in the y–z plane gives 2-D points
+      // (y, z)): a constant coordinate would only widen every cluster's box in the tree.
+      std::vector<double config::ElementPosition::*> axes;
+      for (auto axis : {&config::ElementPosition::x, &config::ElementPosition::y, &config::ElementPosition::z})
+        if (std::any_of(positions.begin(), positions.end(), [&](const auto& p) { return p.*axis != positions[0].*axis; }))
+          axes.push_back(axis);
+      if (axes.empty()) axes.push_back(&config::ElementPosition::x);
+      state->h2_dim = static_cast<int>(axes.size());
+      for (const auto& p : positions)
+        for (auto axis : axes) state->h2_points.push_back(p.*axis);
+    }
+    state->h2_options.leaf_size = c.leaf_size;
+    state->h2_options.eta = c.eta;
+    state->h2_expanded.assign(std::size_t(shape.channels) * shape.channels, cf64(0.0));
+    state->h2_cells.assign(std::size_t(shape.cells), H2Cell{});
+  }
   const std::int64_t n = shape.channels, cells = shape.cells;
   const std::int64_t tile = std::min<std::int64_t>(c.tile, n);
   const std::int64_t max_rank = c.max_rank == 0 ? std::max<std::int64_t>(1, tile / 2) : std::min<std::int64_t>(c.max_rank, tile);
@@ -390,6 +442,34 @@ void CompressStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
     copy_matrices(dense, r);
     linalg::heev<cf64>(exec, dense_batch, std::span(eigenvalues, std::size_t(cells) * n), std::span(heev_info, cells));
   }
+  // h2 (CPU lanes): per cell, the construction from R, then ‖R − R̃‖_F measured on its expansion.
+  if (state.h2) {
+    for (int c = 0; c < cells; ++c) {
+      H2Cell& out = state.h2_cells[std::size_t(c)];
+      out = H2Cell{};
+      const cf64* rc = r + std::size_t(c) * nn;
+      if (!std::all_of(rc, rc + nn, [](const cf64& v) { return std::isfinite(v.real()) && std::isfinite(v.imag()); }))
+        continue;  // finish() reports the cell from its norm
+      const linalg::H2<cf64> h =
+          linalg::h2_from_dense<cf64>(exec, linalg::Batch<const cf64>::packed(rc, n, n, 1), state.h2_points,
+                                      state.h2_dim, settings_.config.tolerance, state.h2_options);
+      linalg::h2_expand<cf64>(exec, h, linalg::Batch<cf64>::packed(state.h2_expanded.data(), n, n, 1));
+      double err2 = 0.0;
+      for (std::size_t i = 0; i < nn; ++i) err2 += std::norm(rc[i] - state.h2_expanded[i]);
+      const linalg::H2Stats stats = linalg::h2_stats(h);
+      out.built = true;
+      out.err2 = err2;
+      out.bytes = stats.total_bytes;
+      for (std::size_t l = 0; l < stats.ranks.size(); ++l) {
+        if (stats.coupling_blocks[l] == 0) continue;  // the levels whose bases some block uses
+        const std::int32_t k = stats.ranks[l];
+        out.rank_min = out.rank_count == 0 ? k : std::min(out.rank_min, k);
+        out.rank_max = out.rank_count == 0 ? k : std::max(out.rank_max, k);
+        out.rank_sum += k;
+        ++out.rank_count;
+      }
+    }
+  }
   // MVDR through the TLR factor, against the dense one.
   if (looks > 0) {
     copy_matrices(dense, r);
@@ -477,7 +557,7 @@ void CompressStage::finish(Lane& state, pipeline::FrameSlot& frame) {
   const double tolerance = settings_.config.tolerance;
   const std::int64_t slots = state.tlr_shape.slots();
   out.dense_bytes = std::uint64_t(n) * n * 16;
-  std::uint64_t tlr_cells = 0, lowrank_cells = 0, over = 0, non_finite = 0, mvdr_failed = 0, unconverged = 0;
+  std::uint64_t tlr_cells = 0, lowrank_cells = 0, h2_cells = 0, over = 0, non_finite = 0, mvdr_failed = 0, unconverged = 0;
   for (int c = 0; c < cells; ++c) {
     out.format[c] = Compressed::not_computed;
     for (int l = 0; l < looks; ++l) out.sinr_loss_db[std::size_t(c) * looks + l] = std::numeric_limits<float>::quiet_NaN();
@@ -503,13 +583,40 @@ void CompressStage::finish(Lane& state, pipeline::FrameSlot& frame) {
       low_error = norm > 0.0 ? std::sqrt(low.error2) / norm : 0.0;
       lowrank_ok = true;
     }
-    bool use_tlr = tlr_ok;
-    if (tlr_ok && lowrank_ok) {
-      const bool tlr_meets = tlr_error <= tolerance;
-      // The smaller of the forms that meet τ; the lowrank form always does (at worst rank n − 1).
-      use_tlr = tlr_meets && tlr.bytes < lowrank_bytes(n, low.rank);
+    bool h2_ok = false;
+    double h2_error = 0.0;
+    const H2Cell* h2 = state.h2 ? &state.h2_cells[std::size_t(c)] : nullptr;
+    if (h2 != nullptr && h2->built) {
+      h2_ok = true;
+      h2_error = norm > 0.0 ? std::sqrt(h2->err2) / norm : 0.0;
     }
-    if (use_tlr) {
+    // The form stored: the fewest bytes among the forms that meet τ (the lowrank form always does, at
+    // worst rank n − 1; a tie keeps the earlier of lowrank, tlr, h2); when none does, the TLR form
+    // cut at max_rank, counted over the tolerance.
+    std::int8_t form = Compressed::not_computed;
+    std::uint64_t fewest = std::numeric_limits<std::uint64_t>::max();
+    if (lowrank_ok) {
+      form = Compressed::lowrank;
+      fewest = lowrank_bytes(n, low.rank);
+    }
+    if (tlr_ok && tlr_error <= tolerance && tlr.bytes < fewest) {
+      form = Compressed::tlr;
+      fewest = tlr.bytes;
+    }
+    if (h2_ok && h2_error <= tolerance && h2->bytes < fewest) form = Compressed::h2;
+    if (form == Compressed::not_computed && tlr_ok) form = Compressed::tlr;
+    if (form == Compressed::not_computed && h2_ok) form = Compressed::h2;
+    if (form == Compressed::h2) {
+      out.format[c] = Compressed::h2;
+      out.rank_min[c] = h2->rank_min;
+      out.rank_max[c] = h2->rank_max;
+      out.rank_sum[c] = h2->rank_sum;
+      out.rank_count[c] = h2->rank_count;
+      out.bytes[c] = h2->bytes;
+      out.error[c] = static_cast<float>(h2_error);
+      ++h2_cells;
+      if (h2_error > tolerance) ++over;
+    } else if (form == Compressed::tlr) {
       out.format[c] = Compressed::tlr;
       out.rank_min[c] = tlr.rank_min;
       out.rank_max[c] = tlr.rank_max;
@@ -519,7 +626,7 @@ void CompressStage::finish(Lane& state, pipeline::FrameSlot& frame) {
       out.error[c] = static_cast<float>(tlr_error);
       ++tlr_cells;
       if (tlr_error > tolerance) ++over;
-    } else if (lowrank_ok) {
+    } else if (form == Compressed::lowrank) {
       out.format[c] = Compressed::lowrank;
       out.rank_min[c] = out.rank_max[c] = low.rank;
       out.rank_sum[c] = low.rank;
@@ -528,7 +635,7 @@ void CompressStage::finish(Lane& state, pipeline::FrameSlot& frame) {
       out.error[c] = static_cast<float>(low_error);
       ++lowrank_cells;
     } else {
-      // Neither form could be made (a decomposition that failed to converge): reported, not stored.
+      // No form could be made (a decomposition that failed to converge): reported, not stored.
       if (results.cell_status[c] == 0) results.cell_status[c] = linalg::status::no_convergence;
       ++unconverged;
       continue;
@@ -551,9 +658,10 @@ void CompressStage::finish(Lane& state, pipeline::FrameSlot& frame) {
   }
   results.cells = std::max<std::uint32_t>(results.cells, static_cast<std::uint32_t>(cells));
   ++frames_;
-  cells_ += tlr_cells + lowrank_cells;
+  cells_ += tlr_cells + lowrank_cells + h2_cells;
   tlr_cells_ += tlr_cells;
   lowrank_cells_ += lowrank_cells;
+  h2_cells_ += h2_cells;
   over_tolerance_ += over;
   mvdr_failures_ += mvdr_failed;
   non_finite_cells_ += non_finite;

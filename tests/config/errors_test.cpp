@@ -61,8 +61,8 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
       {"", {"pipeline.stages.compress.format=lowrank", "pipeline.stages.compress.looks_deg=[10]"},
        "--set: pipeline.stages.compress.looks_deg: expected no looks with format lowrank: the MVDR weights are solved "
        "with the TLR Cholesky factor, which format tlr or auto makes (got 1 looks)"},
-      {"pipeline:\n  stages:\n    compress:\n      format: h2\n", {},
-       "bad.yaml:4: pipeline.stages.compress.format: expected one of tlr, lowrank, auto (got h2)"},
+      {"pipeline:\n  stages:\n    compress:\n      format: hodlr\n", {},
+       "bad.yaml:4: pipeline.stages.compress.format: expected one of tlr, lowrank, auto, h2 (got hodlr)"},
       {"ingest:\n  source: file\n", {}, "bad.yaml:2: ingest.file.path: required when ingest.source is 'file' (got nothing)"},
       {"ingest:\n  file:\n    loop: yes\n", {}, "bad.yaml:3: ingest.file.loop: expected true or false (got yes)"},
       {"ingest:\n  file:\n    start_seq: 10\n    stop_seq: 5\n", {},

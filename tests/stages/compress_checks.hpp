@@ -18,6 +18,7 @@
 
 #include "covflow/config/config.hpp"
 #include "covflow/config/error.hpp"
+#include "covflow/linalg/h2.hpp"
 #include "covflow/linalg/heev.hpp"
 #include "covflow/linalg/types.hpp"
 #include "covflow/pipeline/endpoints.hpp"
@@ -147,17 +148,22 @@ void check_forms_meet_the_tolerance(linalg::Exec& exec) {
   Harness tlr(with_max_rank(config::CompressFormat::tlr, 12), exec);
   Harness low(with_max_rank(config::CompressFormat::lowrank, 12), exec);
   Harness both(with_max_rank(config::CompressFormat::automatic, 12), exec);
+  // h2 is a candidate of auto on CPU lanes (a CUDA lane refuses format h2; see check_h2_form).
+  const bool with_h2 = !exec.is_cuda();
+  linalg::Exec cpu = linalg::Exec::cpu();
+  Harness h2(with_max_rank(config::CompressFormat::h2, 0), cpu);
   // The default cap, tile / 2 = 6, is below what the clutter's tiles need: cut there, the error is
   // the true one, above τ, and counted; auto then keeps the lowrank form, which meets τ.
   Harness capped(with_max_rank(config::CompressFormat::tlr, 0), exec);
   Harness capped_auto(with_max_rank(config::CompressFormat::automatic, 0), exec);
   const replay::Frame frame = tlr.generator.frame(3);
-  for (Harness* h : {&tlr, &low, &both, &capped, &capped_auto}) h->run(frame);
+  for (Harness* h : {&tlr, &low, &both, &capped, &capped_auto, &h2}) h->run(frame);
   EXPECT_EQ(capped.stage->counters().over_tolerance, 4u);
   EXPECT_EQ(capped_auto.stage->counters().over_tolerance, 0u);
   for (std::size_t cell = 0; cell < 4; ++cell) {
     EXPECT_GT(capped.out().error[cell], tolerance);
     EXPECT_EQ(capped.out().rank_max[cell], 6);
+    if (with_h2 && capped_auto.out().format[cell] == Compressed::h2) continue;  // h2 met τ in fewer bytes
     EXPECT_EQ(capped_auto.out().format[cell], Compressed::lowrank);
   }
   const int n = 48;
@@ -177,17 +183,28 @@ void check_forms_meet_the_tolerance(linalg::Exec& exec) {
     EXPECT_EQ(low.out().rank_min[cell], reference.rank);
     EXPECT_NEAR(low.out().error[cell], reference.error, 1e-3 * tolerance);
     EXPECT_EQ(low.out().bytes[cell], std::uint64_t(n) * reference.rank * 16 + reference.rank * 8 + 8);
-    // auto: the form of fewer bytes, with that form's numbers.
-    const bool tlr_smaller = tlr.out().bytes[cell] < low.out().bytes[cell];
-    EXPECT_EQ(both.out().format[cell], tlr_smaller ? Compressed::tlr : Compressed::lowrank);
-    EXPECT_EQ(both.out().bytes[cell], std::min(tlr.out().bytes[cell], low.out().bytes[cell]));
+    EXPECT_EQ(h2.out().format[cell], Compressed::h2);
+    EXPECT_LE(h2.out().error[cell], tolerance);
+    // auto: the form of fewest bytes (ties: lowrank, then tlr, then h2), with that form's numbers.
+    std::int8_t form = Compressed::lowrank;
+    std::uint64_t fewest = low.out().bytes[cell];
+    if (tlr.out().bytes[cell] < fewest) {
+      form = Compressed::tlr;
+      fewest = tlr.out().bytes[cell];
+    }
+    if (with_h2 && h2.out().bytes[cell] < fewest) {
+      form = Compressed::h2;
+      fewest = h2.out().bytes[cell];
+    }
+    EXPECT_EQ(both.out().format[cell], form);
+    EXPECT_EQ(both.out().bytes[cell], fewest);
     EXPECT_EQ(both.slot->slot.results.cell_status[cell], 0);
   }
   EXPECT_EQ(both.slot->slot.results.cells, 4u);
   const auto counters = both.stage->counters();
   EXPECT_EQ(counters.frames, 1u);
   EXPECT_EQ(counters.cells, 4u);
-  EXPECT_EQ(counters.tlr_cells + counters.lowrank_cells, 4u);
+  EXPECT_EQ(counters.tlr_cells + counters.lowrank_cells + counters.h2_cells, 4u);
   EXPECT_EQ(counters.over_tolerance, 0u);
 
   // The result message's compress object.
@@ -291,6 +308,79 @@ void check_nan_cell_is_isolated(linalg::Exec& exec) {
     EXPECT_EQ(std::memcmp(&h.out().sinr_loss_db[cell], &before.sinr_loss_db[cell], sizeof(float)), 0);
   }
   EXPECT_EQ(h.stage->counters().non_finite_cells, 1u);
+}
+
+// format h2 on a CPU lane: per cell, the form linalg::h2_from_dense makes of the cell's covariance
+// on the array's element positions (bytes and level ranks as h2_stats reports them), its error
+// measured against the covariance and within τ; the result message names the form. A CUDA lane
+// refuses format h2 when it is prepared, and looks with format h2 are refused when the stage is made.
+template <class T>
+void check_h2_form(linalg::Exec& exec) {
+  const std::uint64_t seed = fresh_seed("compress stage");
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const double tolerance = std::is_same_v<T, linalg::cf32> ? 1e-4 : 1e-7;
+  auto c = planar_config<T>(seed, config::CompressFormat::h2, tolerance);
+  c.pipeline.stages.compress.leaf_size = 8;
+  c.pipeline.stages.compress.eta = 1.0;
+  if (exec.is_cuda()) {
+    const auto shape = stages::frame_shape(c);
+    auto chain = stages::make_processing_stages(c);
+    EXPECT_THROW(chain.front()->prepare(shape, exec), std::invalid_argument);
+    return;
+  }
+  Harness h(c, exec);
+  const replay::Frame frame = h.generator.frame(4);
+  h.run(frame);
+  const int n = 48;
+  // The element positions as the stage takes them: the planar array lies in the y–z plane (x = 0
+  // for every element), so the points are its (y, z).
+  const auto positions = stages::element_positions(c.scenario);
+  ASSERT_EQ(positions.size(), std::size_t(n));
+  std::vector<double> points;
+  for (const auto& p : positions) {
+    ASSERT_EQ(p.x, 0.0);
+    points.insert(points.end(), {p.y, p.z});
+  }
+  linalg::Exec cpu = linalg::Exec::cpu();
+  linalg::H2Options options;
+  options.leaf_size = 8;
+  options.eta = 1.0;
+  for (std::size_t cell = 0; cell < 4; ++cell) {
+    SCOPED_TRACE(::testing::Message() << "cell " << cell);
+    const auto r = cell_matrix<T>(frame, cell);
+    const auto a = linalg::h2_from_dense<linalg::cf64>(cpu, linalg::Batch<const linalg::cf64>::packed(r.data(), n, n, 1),
+                                                      points, 2, tolerance, options);
+    const linalg::H2Stats stats = linalg::h2_stats(a);
+    std::vector<linalg::cf64> e(std::size_t(n) * n);
+    linalg::h2_expand<linalg::cf64>(cpu, a, linalg::Batch<linalg::cf64>::packed(e.data(), n, n, 1));
+    double err2 = 0, norm2 = 0;
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      err2 += std::norm(r[i] - e[i]);
+      norm2 += std::norm(r[i]);
+    }
+    EXPECT_EQ(h.out().format[cell], Compressed::h2);
+    EXPECT_EQ(h.out().bytes[cell], stats.total_bytes);
+    EXPECT_NEAR(h.out().error[cell], std::sqrt(err2 / norm2), 1e-3 * tolerance);
+    EXPECT_LE(h.out().error[cell], tolerance);
+    int levels = 0, largest = 0;
+    for (std::size_t l = 0; l < stats.ranks.size(); ++l)
+      if (stats.coupling_blocks[l] > 0) {
+        ++levels;
+        largest = std::max(largest, stats.ranks[l]);
+      }
+    EXPECT_GT(levels, 0) << "the tree has admissible blocks";
+    EXPECT_EQ(h.out().rank_count[cell], levels);
+    EXPECT_EQ(h.out().rank_max[cell], largest);
+  }
+  EXPECT_EQ(h.stage->counters().h2_cells, 4u);
+  std::string json;
+  const std::vector<std::string> names{"compress"};
+  pipeline::write_result_json(h.slot->slot, names, {}, json);
+  EXPECT_NE(json.find("\"format\":[\"h2\",\"h2\",\"h2\",\"h2\"]"), std::string::npos) << json;
+
+  auto with_looks = c;
+  with_looks.pipeline.stages.compress.looks_deg = {0.0};
+  EXPECT_THROW(stages::make_processing_stages(with_looks), std::exception);
 }
 
 // A snapshot frame reaching a stage that reads covariance frames' payloads is a FrameError, and

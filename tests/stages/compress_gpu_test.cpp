@@ -25,6 +25,9 @@ TYPED_TEST(CompressGpu, MvdrThroughTheTlrFactorLosesAtMostATenthOfADecibel) {
 TYPED_TEST(CompressGpu, NanCellSetsItsStatusAndLeavesTheOthers) {
   compress_checks::check_nan_cell_is_isolated<TypeParam>(GpuTest::gpu());
 }
+TYPED_TEST(CompressGpu, H2FormIsTheCovarianceOnTheElementPositions) {
+  compress_checks::check_h2_form<TypeParam>(GpuTest::gpu());
+}
 TYPED_TEST(CompressGpu, WrongInputsAreRefused) {
   compress_checks::check_wrong_inputs_are_refused<TypeParam>(GpuTest::gpu());
 }

@@ -27,6 +27,9 @@ TYPED_TEST(CompressCpu, MvdrThroughTheTlrFactorLosesAtMostATenthOfADecibel) {
 TYPED_TEST(CompressCpu, NanCellSetsItsStatusAndLeavesTheOthers) {
   compress_checks::check_nan_cell_is_isolated<TypeParam>(this->exec);
 }
+TYPED_TEST(CompressCpu, H2FormIsTheCovarianceOnTheElementPositions) {
+  compress_checks::check_h2_form<TypeParam>(this->exec);
+}
 TYPED_TEST(CompressCpu, WrongInputsAreRefused) {
   compress_checks::check_wrong_inputs_are_refused<TypeParam>(this->exec);
 }

@@ -26,7 +26,7 @@ enum class SampleType { cf32, cf64 };
 enum class Overflow { drop_oldest, reject_newest, block };
 enum class SourceCountRule { mdl, aic };
 enum class SubspaceMethod { eig, svd };
-enum class CompressFormat { tlr, lowrank, automatic };
+enum class CompressFormat { tlr, lowrank, automatic, h2 };
 
 std::string_view name(LogLevel value);
 std::string_view name(Backend value);
@@ -219,8 +219,9 @@ struct AdaptiveStageConfig {
 
 
 // The compress stage (docs/stages.md, "compress"): each cell's covariance stored as a tile
-// low-rank matrix (tlr), as a scaled identity plus one low-rank part (lowrank), or as the smaller
-// of the two (auto, CompressFormat::automatic), to a relative Frobenius tolerance.
+// low-rank matrix (tlr), as a scaled identity plus one low-rank part (lowrank), as an H² matrix on
+// the array's element positions (h2), or as the smallest of them (auto, CompressFormat::automatic),
+// to a relative Frobenius tolerance.
 struct CompressStageConfig {
   bool enabled = false;
   bool degradable = true;
@@ -230,6 +231,8 @@ struct CompressStageConfig {
   std::int64_t tile = 128;        // TLR tile size b
   std::int64_t max_rank = 0;      // TLR rank cap per tile (0: b/2, past which a tile is cheaper dense)
   std::vector<double> looks_deg;  // MVDR looks through tlr_potrf/potrs (empty: no weights)
+  std::int64_t leaf_size = 32;    // H²: the most elements a leaf cluster holds
+  double eta = 0.7;               // H²: admissibility, max(diam t, diam s) ≤ η·dist(t, s)
   bool operator==(const CompressStageConfig&) const = default;
 };
 

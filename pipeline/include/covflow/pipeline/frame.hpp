@@ -83,10 +83,10 @@ struct FrameResults {
   std::vector<float> beam_pattern_db;
   // The compress stage's per-cell results (empty unless FrameShape::compress): the form each
   // cell's covariance was stored in, its ranks (the off-diagonal tiles' for tlr, the one global
-  // rank for lowrank), bytes and achieved relative error, and per cell and look
+  // rank for lowrank, the levels' ranks with couplings for h2), bytes and achieved relative error, and per cell and look
   // (FrameShape::compress_looks) the SINR loss of the MVDR beam solved with the TLR factor.
   struct Compressed {
-    static constexpr std::int8_t not_computed = -1, tlr = 0, lowrank = 1;
+    static constexpr std::int8_t not_computed = -1, tlr = 0, lowrank = 1, h2 = 2;
     std::vector<std::int8_t> format;         // [cells]
     std::vector<std::int32_t> rank_min, rank_max;  // [cells]
     std::vector<std::int64_t> rank_sum, rank_count;  // [cells]: the mean rank is Σ sum / Σ count

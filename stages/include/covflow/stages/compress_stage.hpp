@@ -10,7 +10,12 @@
 //            σ² and σ² the mean of the other n − r eigenvalues, r the least that meets τ; the
 //            error Σ_{i>r} (λ_i − σ²)² follows from the eigenvalues. The form a few strong
 //            emitters over noise take.
-//   auto     both, and per cell the one that meets τ in fewer bytes.
+//   h2       an H² matrix on the array's element positions (linalg::h2_from_dense: cluster tree of the
+//            elements, leaf_size and η from the config, nested bases from the covariance's own
+//            far-field block rows, error bounded by τ), expanded (linalg::h2_expand) to measure the
+//            achieved error against R, as tlr is. CPU lanes only: a CUDA lane refuses format h2.
+//   auto     all of them (h2 on CPU lanes only), and per cell the one that meets τ in the fewest
+//            bytes.
 //
 // With looks, each cell's MVDR weights toward them are solved through the TLR factor
 // (linalg::tlr_potrf, tlr_potrs: w = R̃⁻¹a / (aᴴR̃⁻¹a)) and compared with dense ones (linalg::potrf,
@@ -60,6 +65,7 @@ struct CompressCounters {
   std::uint64_t cells = 0;              // cell-frames compressed
   std::uint64_t tlr_cells = 0;          // of them, stored as tlr
   std::uint64_t lowrank_cells = 0;      // ... as lowrank
+  std::uint64_t h2_cells = 0;           // ... as h2
   std::uint64_t over_tolerance = 0;     // cell-frames whose form missed τ (a TLR tile capped at max_rank)
   std::uint64_t non_finite_cells = 0;   // cell-frames with a NaN or Inf in the covariance (not compressed)
   std::uint64_t mvdr_failures = 0;      // cell-frames whose dense or TLR factor could not be formed
@@ -97,7 +103,7 @@ class CompressStage final : public pipeline::Stage {
 
   CompressSettings settings_;
   PerLane<Lane> lanes_;
-  std::atomic<std::uint64_t> frames_{0}, cells_{0}, tlr_cells_{0}, lowrank_cells_{0}, over_tolerance_{0},
+  std::atomic<std::uint64_t> frames_{0}, cells_{0}, tlr_cells_{0}, lowrank_cells_{0}, h2_cells_{0}, over_tolerance_{0},
       non_finite_cells_{0}, mvdr_failures_{0}, problem_frames_{0};
 };
 
