@@ -1,8 +1,9 @@
-// covflow-bench h2: H² covariance matrices (linalg/h2.hpp) — construction and compression (CPU
-// backend: the GPU construction is not built yet, so those columns are host times), memory against
-// dense, and the matvec on the GPU (h2_upload + h2_gemv) for 1 and 16 vectors against the dense
-// matrix times the same vectors with cuBLAS (Zhemv / Dsymv for one vector, GemmEx for 16) where the
-// dense matrix fits (n ≤ 32768).
+// covflow-bench h2: H² covariance matrices (linalg/h2.hpp) — construction and compression on the
+// CPU and on the GPU (h2_build, h2_build_device; h2_compress on an H2 and on an H2Device), memory against dense, and the matvec on the
+// GPU (h2_gemv) for 1 and 16 vectors against the dense matrix times the same vectors with cuBLAS
+// (Zhemv / Dsymv for one vector, GemmEx for 16) where the dense matrix fits (n ≤ 32768), with
+// where the matvec's time goes (h2_gemv_phases); then, for a tolerance run at three or more sizes,
+// the slope of each step's time against n (time per point from 16k to 256k points).
 //
 // Input: the experiment of Boukaram et al., "Batched QR and SVD algorithms on GPUs with
 // applications in hierarchical matrix compression" (Parallel Computing 2018, §8.3): n points on a
@@ -12,7 +13,8 @@
 //
 // Checks (a failed check fails the row and the run): the H² matvec against the dense product
 // (n ≤ 32768; relative Frobenius error ≤ 10·tol + 1e-6, construction and compression together) and
-// against the CPU h2_gemv of the same H² (every row; ≤ 1e-10 in double, 1e-3 in float).
+// against the CPU h2_gemv of the same H² (every row; ≤ 1e-10 in double, 1e-3 in float); the
+// device's construction against the CPU's by one matvec of each (≤ 1e-12 in double, 1e-4 in float).
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -136,7 +138,37 @@ Row bench_case(const Case& c, const Settings& settings, Exec& gpu, std::mt19937_
 
   H2<T> a;
   row.times["build (CPU)"] = time_host([&] { a = h2_build<T>(cpu, points, 2, kernel, options); }, 0, 1);
+  // The construction on the device, from the points on the host to the H2Device (warm-up once:
+  // the first call grows the Exec's workspace and loads the kernels).
+  H2Device<T> built_on_device;
+  row.times["build (GPU)"] = time_host(
+      [&] {
+        built_on_device = h2_build_device<T>(gpu, points, 2, kernel, options);
+        gpu.synchronize();
+      },
+      1, 3);
   const H2Stats built = h2_stats(a);
+  {
+    // The device's construction is the CPU's matrix: one matvec of each against the other.
+    const H2Device<T> uploaded = h2_upload<T>(gpu, a);
+    std::vector<T> xs(static_cast<std::size_t>(n));
+    std::normal_distribution<double> normal;
+    for (T& v : xs) v = T(normal(rng));
+    cuda::DeviceBuffer<T> xd(xs.size()), y1(xs.size()), y2(xs.size());
+    xd.upload(xs, gpu.cuda_context().stream());
+    gpu.workspace().reserve(h2_gemv_workspace<T>(gpu, uploaded, 1));
+    h2_gemv<T>(gpu, T(1), uploaded, Batch<const T>::packed(xd.data(), n, 1, 1), T(0), Batch<T>::packed(y1.data(), n, 1, 1));
+    h2_gemv<T>(gpu, T(1), built_on_device, Batch<const T>::packed(xd.data(), n, 1, 1), T(0),
+               Batch<T>::packed(y2.data(), n, 1, 1));
+    std::vector<T> h1(xs.size()), h2v(xs.size());
+    y1.download(h1, gpu.cuda_context().stream());
+    y2.download(h2v, gpu.cuda_context().stream());
+    gpu.synchronize();
+    const double d = relative_difference(h2v, h1);
+    row.notes["GPU build vs CPU build"] = fmt::format("{:.1e} (one matvec each)", d);
+    if (!(d <= (sizeof(real_t<T>) == 8 ? 1e-12 : 1e-4)))
+      row.fail(fmt::format("the device construction differs from the CPU's by {:.2e}", d));
+  }
   H2CompressReport report;
   row.times["compress (CPU)"] = time_host([&] { report = h2_compress<T>(cpu, a, c.tol); }, 0, 1);
   const H2Stats stats = h2_stats(a);
@@ -159,6 +191,38 @@ Row bench_case(const Case& c, const Settings& settings, Exec& gpu, std::mt19937_
   cudaStream_t stream = context.stream();
   H2Device<T> device;
   row.times["upload"] = time_host([&] { device = h2_upload<T>(gpu, a); gpu.synchronize(); }, 0, 1);
+  // The compression on the device, of the matrix h2_build_device made (one call: it replaces its
+  // argument), against the CPU's: the same ranks, and the same matrix within the two bounds.
+  H2CompressReport gpu_report;
+  row.times["compress (GPU)"] = time_host(
+      [&] {
+        gpu_report = h2_compress<T>(gpu, built_on_device, c.tol);
+        gpu.synchronize();
+      },
+      0, 1);
+  row.notes["build + compress (GPU)"] =
+      fmt::format("{:.3f} s", (row.times["build (GPU)"].median_ms + row.times["compress (GPU)"].median_ms) / 1e3);
+  {
+    const bool same_ranks = built_on_device.shape().rank == a.rank;
+    std::vector<T> xs(static_cast<std::size_t>(n));
+    std::normal_distribution<double> normal;
+    for (T& v : xs) v = T(normal(rng));
+    cuda::DeviceBuffer<T> xd(xs.size()), y1(xs.size()), y2(xs.size());
+    xd.upload(xs, stream);
+    gpu.workspace().reserve(std::max(h2_gemv_workspace<T>(gpu, device, 1), h2_gemv_workspace<T>(gpu, built_on_device, 1)));
+    h2_gemv<T>(gpu, T(1), device, Batch<const T>::packed(xd.data(), n, 1, 1), T(0), Batch<T>::packed(y1.data(), n, 1, 1));
+    h2_gemv<T>(gpu, T(1), built_on_device, Batch<const T>::packed(xd.data(), n, 1, 1), T(0),
+               Batch<T>::packed(y2.data(), n, 1, 1));
+    std::vector<T> h1(xs.size()), h2v(xs.size());
+    y1.download(h1, stream);
+    y2.download(h2v, stream);
+    gpu.synchronize();
+    const double d = relative_difference(h2v, h1);
+    row.notes["GPU compress vs CPU compress"] =
+        fmt::format("{:.1e} (one matvec each; ranks {}; bound {:.2e} vs {:.2e})", d, same_ranks ? "equal" : "differ",
+                    gpu_report.error_bound, report.error_bound);
+    if (!(d <= 2 * c.tol)) row.fail(fmt::format("the device compression differs from the CPU's by {:.2e}", d));
+  }
   constexpr std::int64_t kVectors = 16;
   gpu.workspace().reserve(h2_gemv_workspace<T>(gpu, device, kVectors));
   cuda::DeviceBuffer<T> x(static_cast<std::size_t>(n * kVectors)), y(static_cast<std::size_t>(n * kVectors));
@@ -221,6 +285,44 @@ Row bench_case(const Case& c, const Settings& settings, Exec& gpu, std::mt19937_
   return row;
 }
 
+// Time per point across sizes: the least-squares slope of log(time) against log(n) of each timed
+// step over the rows of one tolerance (1: linear in n, constant time per point), for the rows
+// whose n are at least two apart.
+Row scaling_row(const std::vector<Row>& rows, const std::vector<Case>& cases, double tol) {
+  Row out;
+  out.op = "h2-scaling";
+  out.dtype = rows.empty() ? "" : rows.front().dtype;
+  std::vector<std::size_t> picked;
+  for (std::size_t i = 0; i < rows.size() && i < cases.size(); ++i)
+    if (cases[i].tol == tol) picked.push_back(i);
+  std::int64_t lo = 0, hi = 0;
+  for (std::size_t i : picked) {
+    lo = lo == 0 ? cases[i].n : std::min(lo, cases[i].n);
+    hi = std::max(hi, cases[i].n);
+  }
+  out.shape = fmt::format("n={}…{} tol {:g}: slope of log(time) on log(n)", lo, hi, tol);
+  for (const char* step : {"build (CPU)", "build (GPU)", "compress (CPU)", "compress (GPU)", "covflow ×1", "covflow ×16"}) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int count = 0;
+    std::string per_point;
+    for (std::size_t i : picked) {
+      const auto it = rows[i].times.find(step);
+      if (it == rows[i].times.end() || !(it->second.median_ms > 0)) continue;
+      const double x = std::log(double(cases[i].n)), y = std::log(it->second.median_ms);
+      sx += x;
+      sy += y;
+      sxx += x * x;
+      sxy += x * y;
+      ++count;
+      per_point += fmt::format("{}{:.3g}", per_point.empty() ? "" : "/", 1e6 * it->second.median_ms / double(cases[i].n));
+    }
+    if (count < 2) continue;
+    const double slope = (count * sxy - sx * sy) / (count * sxx - sx * sx);
+    out.notes[step] = fmt::format("n^{:.2f}; ns per point {}", slope, per_point);
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json run_h2_bench(const Settings& settings, linalg::Exec* gpu) {
@@ -232,7 +334,7 @@ nlohmann::json run_h2_bench(const Settings& settings, linalg::Exec* gpu) {
   std::vector<Case> cases;
   for (const std::string& text : settings.shapes) cases.push_back(parse_case(text));
   if (cases.empty()) {
-    cases = {{16384, 1e-6}, {32768, 1e-6}, {65536, 1e-6}, {32768, 1e-4}, {32768, 1e-8}};
+    cases = {{16384, 1e-6}, {32768, 1e-6}, {65536, 1e-6}, {131072, 1e-6}, {262144, 1e-6}, {32768, 1e-4}, {32768, 1e-8}};
     if (settings.quick) cases = {{16384, 1e-6}};
   }
   std::mt19937_64 rng(20261127);
@@ -242,6 +344,15 @@ nlohmann::json run_h2_bench(const Settings& settings, linalg::Exec* gpu) {
     if (settings.dtype.empty() || settings.dtype == "cf64") report.add(bench_case<cf64>(c, settings, *gpu, rng));
     if (settings.dtype == "f64") report.add(bench_case<f64>(c, settings, *gpu, rng));
   }
+  // Time per point from 16k to 256k points: the rows of each tolerance that was run at three or
+  // more sizes.
+  std::vector<double> tolerances;
+  for (const Case& c : cases)
+    if (std::count_if(cases.begin(), cases.end(), [&](const Case& d) { return d.tol == c.tol; }) >= 3 &&
+        std::find(tolerances.begin(), tolerances.end(), c.tol) == tolerances.end())
+      tolerances.push_back(c.tol);
+  const std::vector<Row> rows = report.rows();
+  for (double tol : tolerances) report.add(scaling_row(rows, cases, tol));
   report.print();
   return report.to_json();
 }
