@@ -133,7 +133,9 @@ __device__ inline D group_sum(D v) {
 template <class D, int NV>
 __global__ void __launch_bounds__(kThreads) block_rows_kernel(BlockRows<D> p) {
   __shared__ D a_tile[kInner][kRowTile + 1];  // a_tile[c][r] = op(A)[i0 + r, k0 + c]
-  __shared__ D b_tile[kInner][NV];            // b_tile[c][v] = B[k0 + c, j0 + v]
+  // b_tile[c][v] = B[k0 + c, j0 + v]; rows padded to NV + 1 elements so that the 8 lanes of a row,
+  // which read rows c ≡ g (mod 8) of one column, fall in different banks.
+  __shared__ D b_tile[kInner][NV + 1];
   const long long t = blockIdx.x;
   const int r = static_cast<int>(threadIdx.x) / kSplit, g = static_cast<int>(threadIdx.x) % kSplit;
   const long long R = p.rows;
@@ -310,10 +312,10 @@ __global__ void __launch_bounds__(kThreads) block_tile_kernel(BlockRows<D> p) {
 }
 
 // One or two vectors: block_rows_kernel with NV = 1 or 2 (each staged element of A read from
-// shared memory once). Three or more: block_tile_kernel. On an H200 (2026-11-27, n = 65536, the
-// leaves' phase) the first took 0.58 ms for one vector where the second took 1.03 ms, and at 16
-// vectors the first 7.4 ms (NV = 16: 124 registers, two blocks per SM) where the second took
-// 2.0 ms; the crossover between 2 and 16 is not measured.
+// shared memory once). Three or more: block_tile_kernel. Measured on the leaves' phase at
+// n = 65536 (2026-11-27): for one vector the first took 0.58 ms where the second took 1.03 ms
+// (H200); for 16 vectors, the first with NV = 4, 8 and 16 took 3.4, 2.7 and 1.85 ms and the
+// second 1.87 ms (H200), so the second, with fewer registers, stays the choice past two.
 template <class D>
 void launch_block_rows(const BlockRows<D>& p, long long nodes, cudaStream_t stream) {
   auto launch = [&](auto nv) {
