@@ -119,19 +119,33 @@ __device__ inline D nan_of() {
 // largest magnitude, as LAPACK's ?nrm2 does in one pass.
 template <class R>
 struct SafeRange;
+// `tiny` is the smallest normal number (LAPACK's safmin, a power of two).
 template <>
 struct SafeRange<double> {
   static constexpr double low = DBL_MIN / DBL_EPSILON;
   static constexpr double high = DBL_MAX / 4;
+  static constexpr double tiny = DBL_MIN;
 };
 template <>
 struct SafeRange<float> {
   static constexpr float low = FLT_MIN / FLT_EPSILON;
   static constexpr float high = FLT_MAX / 4;
+  static constexpr float tiny = FLT_MIN;
 };
 template <class R>
 __device__ inline bool needs_rescaling(R sum_of_squares) {
   return !(sum_of_squares >= SafeRange<R>::low && sum_of_squares <= SafeRange<R>::high);
+}
+
+// The unit the rescued norm scales by: the largest magnitude, but no less than the smallest normal
+// number, so that its reciprocal stays finite (1/x overflows for subnormal x; 1/tiny is an exact
+// power of two) and the scaled squares stay representable. The norm is rescue_unit(largest) ·
+// sqrt(Σ|x_i/unit|²). Subnormal columns are what Householder QR leaves of a rank-deficient matrix
+// with repeated rows (e.g. a leaf basis of coincident points): each reflector shrinks the trailing
+// columns' tails by about ε.
+template <class R>
+__device__ inline R rescue_unit(R largest) {
+  return fmax(largest, SafeRange<R>::tiny);
 }
 
 // 1/d without overflow in |d|².
@@ -151,6 +165,9 @@ __device__ inline Cx<R> reciprocal(Cx<R> d) {
 // One Householder reflector H = I − τ·v·vᴴ with v(0) = 1 and Hᴴ·[α; x] = [β; 0], as LAPACK's
 // ?larfg makes it: β = −sign(Re α)·‖[α; x]‖ real, τ = (β − Re α)/β − i·Im α/β, v = x/(α − β); τ = 0
 // (H = I) when x = 0 and α is real. `scale` = 1/(α − β) multiplies x into v.
+// Where ?larfg rescales a column that lies wholly below the smallest normal number (every |α|, |x_i|
+// and ‖x‖ < tiny), this takes H = I with β = Re α, i.e. treats the column as zero: a perturbation
+// below the smallest normal number, where 1/β and 1/(α − β) would overflow (τ, v = Inf or NaN).
 template <class D>
 struct Reflector {
   D tau;
@@ -172,6 +189,13 @@ __device__ inline Reflector<D> make_reflector(D alpha, sreal_t<D> xnorm) {
     return h;
   }
   const R s = fmax(fmax(fabs(ar), fabs(ai)), xnorm);
+  if (s < SafeRange<R>::tiny) {
+    h.tau = zero_of<D>();
+    h.scale = zero_of<D>();
+    h.beta = ar;
+    h.identity = true;
+    return h;
+  }
   const R inv = R(1) / s;
   const R r0 = ar * inv, r1 = ai * inv, r2 = xnorm * inv;
   const R norm = s * sqrt(r0 * r0 + r1 * r1 + r2 * r2);

@@ -159,12 +159,12 @@ __global__ void __launch_bounds__(max_threads<D, RPT, kFactorOverhead>()) factor
         largest = group_max_in(largest, G, mask);
         R xnorm = largest;
         if (largest != R(0) && isfinite(largest)) {
-          const R inverse = R(1) / largest;
+          const R unit = rescue_unit(largest), inverse = R(1) / unit;
           R scaled = R(0);
 #pragma unroll
           for (int s = 0; s < RPT; ++s)
             if (s > jl) scaled += abs2(xr[s] * inverse);
-          xnorm = largest * sqrt(group_sum_in(scaled, G, mask));
+          xnorm = unit * sqrt(group_sum_in(scaled, G, mask));
         }
         h = make_reflector(alpha, xnorm);
       }
@@ -329,7 +329,7 @@ __global__ void __launch_bounds__(max_threads<D, RPT, kFactorOverhead>()) factor
       if (largest == R(0) || !isfinite(largest)) {
         xnorm = largest;
       } else {
-        const R inverse = R(1) / largest;
+        const R unit = rescue_unit(largest), inverse = R(1) / unit;
         R scaled = R(0);
 #pragma unroll
         for (int s = 0; s < RPT; ++s)
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(max_threads<D, RPT, kFactorOverhead>()) factor
           scaled = R(0);
           for (int q = 0; q < cluster.blocks; ++q) scaled += *cluster.at(sh.rescue + 1, q);
         }
-        xnorm = largest * sqrt(scaled);
+        xnorm = unit * sqrt(scaled);
       }
     } else {
       xnorm = sqrt(ssq);

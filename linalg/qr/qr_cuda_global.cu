@@ -82,10 +82,10 @@ __global__ void __launch_bounds__(kGlobalThreads) global_factor_kernel(FactorArg
       if (largest == R(0) || !isfinite(largest)) {
         xnorm = largest;
       } else {
-        const R inverse = R(1) / largest;
+        const R unit = rescue_unit(largest), inverse = R(1) / unit;
         R scaled = R(0);
         for (int i = j + 1 + tid; i < rows; i += kGlobalThreads) scaled += abs2(x[i] * inverse);
-        xnorm = largest * sqrt(block_sum(scaled, scratch));
+        xnorm = unit * sqrt(block_sum(scaled, scratch));
       }
     } else {
       xnorm = sqrt(ssq);

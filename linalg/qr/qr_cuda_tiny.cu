@@ -81,12 +81,13 @@ __global__ void __launch_bounds__(kTinyThreads) tiny_geqrf_kernel(TinyArgs<D> ar
           big = fmax(big, fmax(fabs(real_part(s[i + j * lds])), fabs(imag_part(s[i + j * lds]))));
         big = group_max<G>(big, mask);
         R scaled = R(0);
+        const R unit = rescue_unit(big);
         if (big > R(0)) {
-          const R inverse = R(1) / big;
+          const R inverse = R(1) / unit;
           for (int i = j + 1 + lane; i < m; i += G) scaled += abs2(s[i + j * lds] * inverse);
         }
         scaled = cuda::group_sum<G>(scaled);
-        h = make_reflector(alpha, big * sqrt(scaled));
+        h = make_reflector(alpha, big > R(0) ? unit * sqrt(scaled) : big);
       }
       if (!h.identity)
         for (int i = j + 1 + lane; i < m; i += G) s[i + j * lds] = s[i + j * lds] * h.scale;

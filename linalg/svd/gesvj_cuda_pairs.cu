@@ -99,12 +99,13 @@ __global__ void __launch_bounds__(factor_threads<P>()) pair_factor_kernel(PairSt
         for (int i = j + 1 + lane; i < n; i += 32) amax = fmax(amax, qr::max_abs(x[i]));
         for (int offset = 16; offset > 0; offset >>= 1) amax = fmax(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
         R scaled_ssq = R(0);
+        const R unit = qr::rescue_unit(amax);
         if (amax > R(0)) {
-          const R inv = R(1) / amax;
+          const R inv = R(1) / unit;
           for (int i = j + 1 + lane; i < n; i += 32) scaled_ssq += abs2(x[i] * inv);
         }
         scaled_ssq = warp_sum(scaled_ssq);
-        h = qr::make_reflector(alpha, amax > R(0) ? amax * sqrt(scaled_ssq) : R(0));
+        h = qr::make_reflector(alpha, amax > R(0) ? unit * sqrt(scaled_ssq) : R(0));
       }
       for (int i = j + 1 + lane; i < n; i += 32) x[i] = x[i] * h.scale;
       __syncwarp();

@@ -202,6 +202,38 @@ TYPED_TEST(QrGpu, GeqrfRankDeficientGradedRadar) {
   table.print("geqrf gpu " + std::string(name(element_type_of<T>())));
 }
 
+// Rank 1 with every row the same (the last two rows zero, as the zero padding of an H² leaf basis
+// whose points coincide): each reflector leaves the trailing columns' tails equal again, about ε
+// times smaller, so that after some 20 columns (5 in single precision) they are subnormal — where
+// 1/‖x‖ and 1/(α − β) overflow unless the reflector is formed with care. Every output finite,
+// info 0, residual and orthogonality as for any matrix; on each organisation.
+TYPED_TEST(QrGpu, GeqrfRepeatedRowsStaysFinite) {
+  using T = TypeParam;
+  Exec& exec = test::GpuTest::gpu();
+  std::mt19937_64 rng(test::fresh_seed("geqrf gpu repeated rows"));
+  QrErrorTable table;
+  for (const auto& [m, n] : std::vector<std::pair<int, int>>{
+           {64, 36}, {72, 36}, {32, 32}, {62, 20}, {200, 32}, {64, 64}, {1000, 100}, {20000, 3}}) {
+    const int count = 3, k = std::min(m, n);
+    LowrankCase<T> c = test::make_lowrank_case<T>(test::rank_deficient_spec(m, n, count, 1), rng);
+    const std::vector<T> rows = test::make_lowrank_case<T>(test::random_spec(1, n, count), rng).a;
+    for (int b = 0; b < count; ++b)
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i)
+          c.a[std::size_t(b) * m * n + std::size_t(j) * m + i] = i < m - 2 || m <= 4 ? rows[std::size_t(b) * n + j] : T(0);
+    const GeqrfRun<T> run = run_geqrf(exec, c);
+    const std::string where = "geqrf gpu repeated rows " + shape_name(m, n);
+    std::size_t not_finite = 0;
+    for (const T& v : run.a) not_finite += std::isfinite(std::real(v)) && std::isfinite(std::imag(v)) ? 0 : 1;
+    for (std::size_t e = 0; e < std::size_t(count) * k; ++e)
+      not_finite += std::isfinite(std::real(run.tau[e])) && std::isfinite(std::imag(run.tau[e])) ? 0 : 1;
+    EXPECT_EQ(not_finite, 0u) << where << ": elements of R, the reflectors or tau not finite";
+    table.add(c.spec.kind, test::expect_geqrf_results(c, run.a.data(), run.tau.data(), run.info.data(),
+                                                       all_indices(count), where));
+  }
+  table.print("geqrf gpu repeated rows " + std::string(name(element_type_of<T>())));
+}
+
 // Batches of 1000 (the benchmark's sizes): a sample of the matrices checked against LAPACK, |R_ii|
 // included (κ = 10).
 TYPED_TEST(QrGpu, GeqrfBatchOf1000) {
