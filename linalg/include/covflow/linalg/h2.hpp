@@ -12,8 +12,9 @@
 // chapter on compression of nested bases).
 // Beyond those: complex elements, the Hermitian (not only real symmetric) form and a radar
 // clutter kernel. The operations of this first part run on the CPU backend (on a CUDA Exec they throw
-// Unavailable naming themselves); the device mirror H2Device<T> with its matvec, holding the same
-// flat arrays, is declared at the end (CUDA builds).
+// Unavailable naming themselves); the device mirror H2Device<T>, holding the same flat arrays, and
+// its construction (from geometry and from a dense matrix), orthogonalisation, compression and
+// matvec are declared at the end (CUDA builds).
 //
 // Format (Hermitian: one basis tree, U = V, and S_st = S_tsᴴ):
 //   Cluster tree. A binary tree with every leaf at one depth L, built level by level: every node
