@@ -23,6 +23,7 @@ namespace {
 [[noreturn]] void fail(const char* op, const std::string& why) { throw InvalidArgument(std::string(op) + ": " + why); }
 
 using detail::h2_cuda::require_cuda;
+using detail::h2_cuda::to_host;
 
 // As an ostream writes it (-1, 1e-06, nan), as the CPU operations' messages do.
 std::string number(double v) {
@@ -179,12 +180,6 @@ template <class X>
 void to_device(X* device, const std::vector<X>& host, cudaStream_t stream) {
   if (!host.empty())
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(X), cudaMemcpyHostToDevice, stream));
-}
-template <class X>
-void to_host(std::vector<X>& host, const X* device, std::size_t count, cudaStream_t stream) {
-  host.resize(count);
-  if (count > 0)
-    COVFLOW_CUDA_TRY(cudaMemcpyAsync(host.data(), device, count * sizeof(X), cudaMemcpyDeviceToHost, stream));
 }
 
 // The host shape of an H2<T> (what H2Device keeps on the host).

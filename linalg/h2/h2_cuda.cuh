@@ -16,6 +16,9 @@
 
 #include <string>
 
+#include <cuda_runtime.h>
+
+#include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/context.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/h2.hpp"
@@ -52,6 +55,15 @@ H2Device<T> allocate(Exec& cuda_exec, const H2<T>& skeleton);
 // of the nodes that hold points.
 template <class T>
 H2Device<T> resized(Exec& cuda_exec, const H2Device<T>& from, const std::vector<int>& rank);
+
+// `count` elements of a device array into `host` (resized), queued on `stream`: the caller
+// synchronises before reading them.
+template <class X>
+void to_host(std::vector<X>& host, const X* device, std::size_t count, cudaStream_t stream) {
+  host.resize(count);
+  if (count > 0)
+    COVFLOW_CUDA_TRY(cudaMemcpyAsync(host.data(), device, count * sizeof(X), cudaMemcpyDeviceToHost, stream));
+}
 
 // The writable address of a device array of an H2Device being filled by the library.
 template <class X>

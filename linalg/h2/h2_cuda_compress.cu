@@ -82,12 +82,6 @@ __global__ void stack_weights_kernel(WeightStack<D> p, long long nodes) {
 }
 
 template <class X>
-void to_host(std::vector<X>& host, const X* device, std::size_t count, cudaStream_t stream) {
-  host.resize(count);
-  if (count > 0)
-    COVFLOW_CUDA_TRY(cudaMemcpyAsync(host.data(), device, count * sizeof(X), cudaMemcpyDeviceToHost, stream));
-}
-template <class X>
 X* copy_to_device(ScratchPool& pool, const std::vector<X>& host, cudaStream_t stream) {
   X* out = pool.take<X>(static_cast<long long>(host.size()));
   if (!host.empty())

@@ -20,6 +20,7 @@
 #include "common/linalg_cli.hpp"
 #include "covflow/io/npy.hpp"
 #include "npy_test_support.hpp"
+#include "tlr_cli_checks.hpp"
 #include "test_support.hpp"
 
 namespace covflow::test {
@@ -29,20 +30,8 @@ using Z = std::complex<double>;
 
 class H2CliGpu : public GpuTest {};
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-template <class Command, class Request>
-Outcome run_command(Command command, const Request& request) {
-  std::ostringstream out, err;
-  Outcome r;
-  r.code = command(request, out, err);
-  r.out = out.str();
-  r.err = err.str();
-  return r;
-}
+using tlr_cli::Outcome;
+using tlr_cli::run_command;
 
 std::vector<Z> read_z(const std::filesystem::path& file) {
   const io::NpyArray a = io::read_npy(file);

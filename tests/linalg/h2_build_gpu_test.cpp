@@ -44,23 +44,17 @@
 #include "covflow/linalg/cuda/memory.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/h2.hpp"
+#include "h2_test_support.hpp"
 #include "test_support.hpp"
 
 namespace covflow::linalg {
 namespace {
 
-using cd = std::complex<double>;
+using namespace h2_test;
 using test::eps;
 
 constexpr double kUlps = 10;             // elementwise, in ε of the array's largest value
 constexpr double kRoundingFactor = 0.1;  // matvec and expansion, in max(n, 1000)·ε
-
-std::vector<double> uniform_points(std::int64_t n, int dim, double extent, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(0.0, extent);
-  std::vector<double> p(static_cast<std::size_t>(n * dim));
-  for (auto& v : p) v = u(rng);
-  return p;
-}
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -186,7 +180,7 @@ class H2BuildGpu : public test::GpuTest {
     for (int i = 0; i < 4; ++i) {
       EXPECT_TRUE(diffs[i].finite) << what << ": " << names[i] << ": a NaN or infinity (an element left unset?)";
       EXPECT_LE(diffs[i].worst, kUlps) << what << ": " << names[i] << ": |gpu − cpu| in ε·max|value|";
-      worst = std::max(worst, diffs[i].worst);
+      worst = worse(worst, diffs[i].worst);
       std::cout << " " << names[i] << " " << diffs[i].worst << "ε (" << diffs[i].bit_different << " bit-different)";
     }
     std::cout << "\n";
@@ -226,13 +220,6 @@ class H2BuildGpu : public test::GpuTest {
   Exec cpu_ = Exec::cpu(0);
   std::mt19937_64 rng_;
 };
-struct ElementName {
-  template <class T>
-  static std::string GetName(int) {
-    return std::string(name(element_type_of<T>()));
-  }
-};
-using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(H2BuildGpu, ElementTypes, ElementName);
 
 // Every kernel of the type in 1-D, 2-D and 3-D: the orders give ranks 8, 36 and 64 (3-D at p = 4)

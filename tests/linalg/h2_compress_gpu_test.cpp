@@ -32,41 +32,14 @@
 #include "covflow/linalg/cuda/memory.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/h2.hpp"
+#include "h2_test_support.hpp"
 #include "test_support.hpp"
 
 namespace covflow::linalg {
 namespace {
 
-using cd = std::complex<double>;
+using namespace h2_test;
 using test::eps;
-
-std::vector<double> points_in_box(std::int64_t n, int dim, double extent, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(0.0, extent);
-  std::vector<double> p(static_cast<std::size_t>(n * dim));
-  for (auto& v : p) v = u(rng);
-  return p;
-}
-
-template <class A, class B>
-double diff_norm(const std::vector<A>& a, const std::vector<B>& b) {
-  double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += std::norm(cd(a[i]) - cd(b[i]));
-  return std::sqrt(sum);
-}
-template <class A>
-double norm(const std::vector<A>& a) {
-  double sum = 0;
-  for (const auto& v : a) sum += std::norm(cd(v));
-  return std::sqrt(sum);
-}
-
-template <class T>
-std::vector<T> expand(Exec& cpu, const H2<T>& a) {
-  const std::int64_t n = a.tree.n;
-  std::vector<T> out(static_cast<std::size_t>(n * n), test::poison<T>());
-  h2_expand(cpu, a, Batch<T>::packed(out.data(), n, n, 1));
-  return out;
-}
 
 // One test problem: the points, the dimension, the kernel and the options.
 struct Case {
@@ -82,20 +55,20 @@ struct Case {
 template <class T>
 std::vector<Case> cases(std::mt19937_64& rng) {
   std::vector<Case> out;
-  out.push_back({"exponential 2-D", points_in_box(3000, 2, 1.0, rng), 2, H2KernelSpec{H2Kernel::exponential, 1.0, 0.1},
+  out.push_back({"exponential 2-D", uniform_points(3000, 2, 1.0, rng), 2, H2KernelSpec{H2Kernel::exponential, 1.0, 0.1},
                  H2Options{64, 0.7, 6, 0.1}});
-  out.push_back({"gaussian 1-D", points_in_box(2000, 1, 1.0, rng), 1, H2KernelSpec{H2Kernel::gaussian, 1.0, 0.05},
+  out.push_back({"gaussian 1-D", uniform_points(2000, 1, 1.0, rng), 1, H2KernelSpec{H2Kernel::gaussian, 1.0, 0.05},
                  H2Options{32, 1.0, 10, 0.0}});
-  out.push_back({"matern 5/2 2-D, leaf 16 < rank 36", points_in_box(1500, 2, 1.0, rng), 2,
+  out.push_back({"matern 5/2 2-D, leaf 16 < rank 36", uniform_points(1500, 2, 1.0, rng), 2,
                  H2KernelSpec{H2Kernel::matern, 1.0, 0.2, 2.5}, H2Options{16, 1.0, 6, 0.2}});
-  std::vector<double> clumps = points_in_box(2500, 2, 1.0, rng);
+  std::vector<double> clumps = uniform_points(2500, 2, 1.0, rng);
   for (std::size_t i = 0; i < 1000; ++i) clumps[2 * i] = 0.1, clumps[2 * i + 1] = 0.2;  // 1000 on one point
   out.push_back({"matern 3/2 2-D, coincident points", clumps, 2, H2KernelSpec{H2Kernel::matern, 1.0, 0.2, 1.5},
                  H2Options{64, 1.0, 6, 0.3}});
   if constexpr (is_complex_v<T>) {
-    out.push_back({"clutter 2-D", points_in_box(3000, 2, 4.0, rng), 2,
+    out.push_back({"clutter 2-D", uniform_points(3000, 2, 4.0, rng), 2,
                    H2KernelSpec{H2Kernel::clutter, 1.0, 0.1, 0.5, 1.0, -0.2, 0.7}, H2Options{64, 1.0, 7, 0.3}});
-    out.push_back({"clutter 1-D", points_in_box(2000, 1, 8.0, rng), 1,
+    out.push_back({"clutter 1-D", uniform_points(2000, 1, 8.0, rng), 1,
                    H2KernelSpec{H2Kernel::clutter, 1.0, 0.1, 0.5, 1.0, 0.3, 0.5}, H2Options{32, 1.0, 12, 0.3}});
   }
   return out;
@@ -125,7 +98,7 @@ double worst_orthonormality(const H2<T>& a, const std::vector<int>* before = nul
         const bool one = i == j && (compressed ? std::abs(g) > 0.5 : i < useful);
         sum += std::norm(g - (one ? 1.0 : 0.0));
       }
-    worst = std::max(worst, std::sqrt(sum) / (static_cast<double>(unit) * eps<T>()));
+    worst = worse(worst, std::sqrt(sum) / (static_cast<double>(unit) * eps<T>()));
   };
   std::vector<std::int64_t> useful(static_cast<std::size_t>(tree.nodes(depth)));
   const std::int64_t kl = a.rank[static_cast<std::size_t>(depth)];
@@ -197,13 +170,6 @@ class H2CompressGpu : public test::GpuTest {
   Exec cpu_ = Exec::cpu(0);
   std::mt19937_64 rng_;
 };
-struct ElementName {
-  template <class T>
-  static std::string GetName(int) {
-    return std::string(name(element_type_of<T>()));
-  }
-};
-using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(H2CompressGpu, ElementTypes, ElementName);
 
 TYPED_TEST(H2CompressGpu, OrthogonalizeMatchesCpu) {
@@ -290,7 +256,7 @@ TEST(H2CompressGpuErrors, BadArgumentsThrowInvalidArgumentNamingThem) {
   Exec& gpu = test::GpuTest::gpu();
   Exec cpu = Exec::cpu(2);
   std::mt19937_64 rng(1);
-  const std::vector<double> p = points_in_box(400, 2, 1.0, rng);
+  const std::vector<double> p = uniform_points(400, 2, 1.0, rng);
   const H2<f64> a = h2_build<f64>(cpu, p, 2, H2KernelSpec{H2Kernel::exponential, 1.0, 0.2}, H2Options{32, 1.0, 4});
   H2Device<f64> device = h2_upload(gpu, a);
   test::expect_invalid_argument([&] { h2_compress(gpu, device, 0.0); }, "h2_compress: tol 0 must be positive and finite");

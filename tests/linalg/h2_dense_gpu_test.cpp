@@ -18,70 +18,14 @@
 #include "covflow/linalg/cuda/memory.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/h2.hpp"
+#include "h2_test_support.hpp"
 #include "test_support.hpp"
 
 namespace covflow::linalg {
 namespace {
 
-using cd = std::complex<double>;
+using namespace h2_test;
 using test::eps;
-
-template <class T>
-T from_cd(const cd& v) {
-  if constexpr (is_complex_v<T>) return T(static_cast<real_t<T>>(v.real()), static_cast<real_t<T>>(v.imag()));
-  else return static_cast<T>(v.real());
-}
-template <class A, class B>
-double diff_norm(const std::vector<A>& a, const std::vector<B>& b) {
-  double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += std::norm(cd(a[i]) - cd(b[i]));
-  return std::sqrt(sum);
-}
-template <class A>
-double norm(const std::vector<A>& a) {
-  double sum = 0;
-  for (const auto& v : a) sum += std::norm(cd(v));
-  return std::sqrt(sum);
-}
-template <class T>
-std::vector<T> expand(Exec& exec, const H2<T>& a) {
-  const std::int64_t n = a.tree.n;
-  std::vector<T> out(static_cast<std::size_t>(n * n), test::poison<T>());
-  h2_expand(exec, a, Batch<T>::packed(out.data(), n, n, 1));
-  return out;
-}
-
-// A jittered side × side planar array at λ/2 (λ = 1) and X·Xᴴ/K of K snapshots: 2 targets, clutter
-// over a 0.6 rad sector from 30 directions, unit noise.
-std::vector<double> planar_array(int side, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> jitter(-0.1, 0.1);
-  std::vector<double> p;
-  for (int i = 0; i < side; ++i)
-    for (int j = 0; j < side; ++j) p.push_back(0.5 * i + jitter(rng)), p.push_back(0.5 * j + jitter(rng));
-  return p;
-}
-std::vector<cd> sample_covariance(const std::vector<double>& p, int snapshots, std::mt19937_64& rng) {
-  const std::size_t n = p.size() / 2;
-  std::normal_distribution<double> normal(0.0, std::sqrt(0.5));
-  std::uniform_real_distribution<double> angle(-1.2, 1.2);
-  std::vector<double> theta{angle(rng), angle(rng)}, power{10.0, 2.0};
-  const double centre = angle(rng);
-  for (int c = 0; c < 30; ++c) theta.push_back(centre - 0.3 + 0.6 * (c + 0.5) / 30), power.push_back(20.0 / 30);
-  std::vector<cd> a(n * n, 0.0), x(n);
-  for (int s = 0; s < snapshots; ++s) {
-    for (auto& v : x) v = cd(normal(rng), normal(rng));
-    for (std::size_t k = 0; k < theta.size(); ++k) {
-      const cd amp = std::sqrt(power[k]) * cd(normal(rng), normal(rng));
-      for (std::size_t i = 0; i < n; ++i)
-        x[i] += amp * std::exp(cd(0, 2 * std::numbers::pi * (p[2 * i] * std::sin(theta[k]) + p[2 * i + 1] * std::cos(theta[k]))));
-    }
-    for (std::size_t j = 0; j < n; ++j)
-      for (std::size_t i = j; i < n; ++i) a[i + j * n] += x[i] * std::conj(x[j]) / double(snapshots);
-  }
-  for (std::size_t j = 0; j < n; ++j)
-    for (std::size_t i = 0; i < j; ++i) a[i + j * n] = std::conj(a[j + i * n]);
-  return a;
-}
 
 template <class T>
 class H2DenseGpu : public test::GpuTest {
@@ -154,19 +98,12 @@ class H2DenseGpu : public test::GpuTest {
   Exec cpu_ = Exec::cpu(2);
   std::mt19937_64 rng_;
 };
-struct ElementName {
-  template <class T>
-  static std::string GetName(int) {
-    return std::string(name(element_type_of<T>()));
-  }
-};
-using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(H2DenseGpu, ElementTypes, ElementName);
 
 TYPED_TEST(H2DenseGpu, SampleCovarianceMatchesCpu) {
   using T = TypeParam;
   const std::vector<double> p = planar_array(24, this->rng_);
-  std::vector<cd> a = sample_covariance(p, 1152, this->rng_);
+  std::vector<cd> a = sample_covariance(p, 1152, {10.0, 2.0}, 30, this->rng_);
   if constexpr (!is_complex_v<T>)
     for (auto& v : a) v = v.real();
   this->compare("sample covariance", p, a, H2Options{32, 1.0});

@@ -23,22 +23,16 @@
 #include "covflow/linalg/cuda/memory.hpp"
 #include "covflow/linalg/error.hpp"
 #include "covflow/linalg/h2.hpp"
+#include "h2_test_support.hpp"
 #include "test_support.hpp"
 
 namespace covflow::linalg {
 namespace {
 
-using cd = std::complex<double>;
+using namespace h2_test;
 using test::eps;
 
 constexpr double kRoundingFactor = 0.1;
-
-std::vector<double> uniform_points(std::int64_t n, int dim, double extent, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(0.0, extent);
-  std::vector<double> p(static_cast<std::size_t>(n * dim));
-  for (auto& v : p) v = u(rng);
-  return p;
-}
 
 template <class T>
 double fro(const std::vector<T>& a, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
@@ -142,9 +136,9 @@ class H2Gpu : public test::GpuTest {
     const H2Device<T> device = h2_upload(gpu(), a);
     double worst = 0;
     for (const std::int64_t nvec : {1, 3, 16}) {
-      worst = std::max(worst, compare(a, device, nvec, T(1), T(0), what));
-      worst = std::max(worst, compare(a, device, nvec, scalar<T>(-0.75, 0.5), T(0), what));
-      worst = std::max(worst, compare(a, device, nvec, scalar<T>(0.5, -0.25), scalar<T>(-1.25, 0.75), what));
+      worst = worse(worst, compare(a, device, nvec, T(1), T(0), what));
+      worst = worse(worst, compare(a, device, nvec, scalar<T>(-0.75, 0.5), T(0), what));
+      worst = worse(worst, compare(a, device, nvec, scalar<T>(0.5, -0.25), scalar<T>(-1.25, 0.75), what));
     }
     std::cout << "  " << what << ": n " << a.tree.n << ", depth " << a.tree.depth << ", ranks";
     for (int k : a.rank) std::cout << " " << k;
@@ -154,13 +148,6 @@ class H2Gpu : public test::GpuTest {
   Exec cpu_ = Exec::cpu(0);
   std::mt19937_64 rng_;
 };
-struct ElementName {
-  template <class T>
-  static std::string GetName(int) {
-    return std::string(name(element_type_of<T>()));
-  }
-};
-using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(H2Gpu, ElementTypes, ElementName);
 
 template <class T>

@@ -22,12 +22,13 @@
 #include <vector>
 
 #include "covflow/linalg/error.hpp"
+#include "h2_test_support.hpp"
 #include "test_support.hpp"
 
 namespace covflow::linalg {
 namespace {
 
-using cd = std::complex<double>;
+using namespace h2_test;
 using test::eps;
 
 // ---- geometry and reference kernels ---------------------------------------------------------
@@ -42,13 +43,6 @@ std::vector<double> perturbed_grid(int side, std::mt19937_64& rng) {
       p.push_back((i + 0.5 + jitter(rng)) / side);
       p.push_back((j + 0.5 + jitter(rng)) / side);
     }
-  return p;
-}
-
-std::vector<double> uniform_points(std::int64_t n, int dim, double extent, std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(0.0, extent);
-  std::vector<double> p(static_cast<std::size_t>(n * dim));
-  for (auto& v : p) v = u(rng);
   return p;
 }
 
@@ -126,27 +120,6 @@ double span_of(const std::vector<double>& p, int dim) {
     for (std::size_t i = k; i < p.size(); i += dim) lo = std::min(lo, p[i]), hi = std::max(hi, p[i]);
     sum += (hi - lo) * (hi - lo);
   }
-  return std::sqrt(sum);
-}
-
-template <class T>
-std::vector<T> expand(Exec& exec, const H2<T>& a) {
-  const std::int64_t n = a.tree.n;
-  std::vector<T> out(static_cast<std::size_t>(n * n), test::poison<T>());
-  h2_expand(exec, a, Batch<T>::packed(out.data(), n, n, 1));
-  return out;
-}
-
-template <class A, class B>
-double diff_norm(const std::vector<A>& a, const std::vector<B>& b) {
-  double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += std::norm(cd(a[i]) - cd(b[i]));
-  return std::sqrt(sum);
-}
-template <class A>
-double norm(const std::vector<A>& a) {
-  double sum = 0;
-  for (const auto& v : a) sum += std::norm(cd(v));
   return std::sqrt(sum);
 }
 
@@ -294,13 +267,6 @@ class H2Cpu : public ::testing::Test {
   H2Options options_;
   std::vector<double> points_;
 };
-struct ElementName {
-  template <class T>
-  static std::string GetName(int) {
-    return std::string(name(element_type_of<T>()));
-  }
-};
-using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(H2Cpu, ElementTypes, ElementName);
 
 // Y = A·X in double from a column-major T matrix.
@@ -364,7 +330,7 @@ TYPED_TEST(H2Cpu, GemvMatchesExpandedAndKernelMatrices) {
   h2_gemv<T>(this->exec_, alpha, a, Batch<const T>::packed(x.data(), n, nvec, 1), beta, Batch<T>::packed(y1.data(), n, nvec, 1));
   double worst = 0;
   for (std::size_t i = 0; i < y1.size(); ++i)
-    worst = std::max(worst, std::abs(cd(y1[i]) - (cd(alpha) * cd(yc[i]) + cd(beta) * cd(y0[i]))));
+    worst = worse(worst, std::abs(cd(y1[i]) - (cd(alpha) * cd(yc[i]) + cd(beta) * cd(y0[i]))));
   EXPECT_LE(worst, 10 * n * eps<T>() * (norm(yc) + norm(y0)) / std::sqrt(double(n))) << "α/β semantics";
 }
 
@@ -390,7 +356,7 @@ TYPED_TEST(H2Cpu, OrthogonalizeKeepsTheMatrixAndMakesBasesOrthonormal) {
     double sum = 0;
     for (std::int64_t j = 0; j < k; ++j)
       for (std::int64_t i = 0; i < k; ++i) sum += std::norm(gram(i, j) - (i == j && i < useful ? 1.0 : 0.0));
-    worst = std::max(worst, std::sqrt(sum) / (std::max<std::int64_t>(k, 1) * eps<T>()));
+    worst = worse(worst, std::sqrt(sum) / (std::max<std::int64_t>(k, 1) * eps<T>()));
   };
   const std::int64_t kl = a.rank[depth];
   for (std::int64_t t = 0; t < tree.nodes(depth); ++t) {
