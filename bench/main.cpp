@@ -145,6 +145,9 @@ int main(int argc, char** argv) {
   pipeline->add_option("--headroom-p99-ms", pipeline_options.headroom_p99_ms, "The headroom's p99 bound")->capture_default_str();
   pipeline->add_flag("--copy-input", pipeline_options.copy_input,
                      "slot input: hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
+  pipeline->add_option("--placers", pipeline_options.placers,
+                       "Frames placed at once by inputs that can (the slot input): 0 one per lane, 1 the ingest thread alone")
+      ->capture_default_str()->check(CLI::Range(0, 64));
   pipeline->add_option("--gpus", pipeline_options.gpu_counts,
                        "GPU lanes of each GPU run, e.g. 1,2: runs on GPUs 0 … N−1, the frame rates side by side")
       ->delimiter(',')->check(CLI::Range(1, 64))->capture_default_str();

@@ -45,12 +45,22 @@ using Clock = std::chrono::steady_clock;
 // pipeline's pinned frame slot, on the threads of a PayloadMover with its CRC taken on the way, as
 // the ZeroMQ input copies a message it received (one thread cannot copy 47 MB more than about 175
 // times a second, which capped this input below what several GPUs take); otherwise each frame is
-// handed over for the ingest thread to copy.
+// handed over for the ingest thread to copy. With several placers the frames are claimed in order
+// and copied by the runner's placing threads at once, each through a mover of its own (threads
+// shared out between them), as covflowd's inputs that can place several frames at once do.
 class PacedInput final : public pipeline::FrameInput {
  public:
-  PacedInput(std::vector<replay::Frame> templates, double rate_hz, std::uint64_t total, bool in_place)
+  PacedInput(std::vector<replay::Frame> templates, double rate_hz, std::uint64_t total, bool in_place,
+             std::size_t placers = 1)
       : templates_(std::move(templates)), period_(std::chrono::duration<double>(1.0 / rate_hz)), total_(total),
-        in_place_(in_place) {}
+        in_place_(in_place) {
+    if (in_place_ && placers > 1) {
+      const unsigned share = std::max(2u, std::min(12u, std::thread::hardware_concurrency() * 3 / 4 / unsigned(placers)));
+      for (std::size_t i = 0; i < placers; ++i)
+        movers_.push_back(std::make_unique<replay::PayloadMover>(replay::PayloadMoverOptions{.threads = share}));
+      for (auto& m : movers_) free_movers_.push_back(m.get());
+    }
+  }
 
   std::optional<replay::Frame> next(std::chrono::milliseconds wait) override {
     if (!wait_until_due(wait)) return std::nullopt;
@@ -72,6 +82,28 @@ class PacedInput final : public pipeline::FrameInput {
     ++sent_;
     return header;
   }
+  std::size_t concurrent_places() const override { return std::max<std::size_t>(1, movers_.size()); }
+  std::optional<pipeline::Claim> claim(std::chrono::milliseconds wait) override {
+    if (!wait_until_due(wait)) return std::nullopt;
+    const std::uint64_t token = sent_ % templates_.size();
+    pipeline::Claim claimed{.header = stamped(templates_[token].header), .timing = {}, .token = token};
+    ++sent_;
+    return claimed;
+  }
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload) override {
+    const replay::Frame& model = templates_.at(claimed.token);
+    replay::PayloadMover* mover = nullptr;
+    {
+      std::lock_guard lock(movers_mutex_);
+      if (free_movers_.empty()) return "more frames placed at once than the input offers";
+      mover = free_movers_.back();
+      free_movers_.pop_back();
+    }
+    mover->copy(std::span<const std::byte>(model.payload), payload.first(model.payload.size()));
+    std::lock_guard lock(movers_mutex_);
+    free_movers_.push_back(mover);
+    return {};
+  }
   bool ended() const override { return sent_ >= total_; }
   void recycle(replay::Frame&& frame) override { spare_ = std::move(frame); }
   std::string describe() const override { return fmt::format("{} frames at {} Hz", total_, 1.0 / period_.count()); }
@@ -79,6 +111,9 @@ class PacedInput final : public pipeline::FrameInput {
 
  private:
   replay::PayloadMover mover_;
+  std::vector<std::unique_ptr<replay::PayloadMover>> movers_;  // several placers: one each
+  std::mutex movers_mutex_;
+  std::vector<replay::PayloadMover*> free_movers_;
   // Sleeps until the next frame is due; false when it is not due within `wait` (or none is left).
   bool wait_until_due(std::chrono::milliseconds wait) {
     if (sent_ >= total_) return false;
@@ -424,6 +459,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   options.budget_ms = s.cfg.pipeline.budget_ms;
   options.queue_depth = std::size_t(s.cfg.pipeline.queue_depth);
   options.overflow = s.cfg.pipeline.overflow;
+  options.placers = o.placers;
   FrameTimes frame_times;
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
@@ -459,7 +495,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
                                  .threads = o.ingest_threads});
     input = std::make_unique<CountedInput>(*source, total, &sender->done());
   } else {
-    auto p = std::make_unique<PacedInput>(s.templates, run.rate_hz, total, !o.copy_input);
+    auto p = std::make_unique<PacedInput>(s.templates, run.rate_hz, total, !o.copy_input,
+                                          o.placers > 0 ? o.placers : lanes.size());
     paced = p.get();
     input = std::move(p);
   }
@@ -493,6 +530,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   nlohmann::json out = pipeline::to_json(m);
   out["backend"] = run.backend;
   out["lane_count"] = lanes.size();
+  out["placers"] = runner.placers();
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);
   out["input_kind"] = run.input;  // "input" is the metrics' object
@@ -538,8 +576,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
     }
     if (m.input.place.count > 0) row("input place", m.input.place);
     if (m.input.lag.count > 0) row("input lag", m.input.lag);
-    fmt::print("  input: taken {}, taken late {}, behind {}, sequence gaps {}", m.input.taken, m.input.taken_late,
-               m.input.behind, m.input.sequence_gaps);
+    fmt::print("  input: taken {}, taken late {}, behind {}, sequence gaps {}, placed {} at once", m.input.taken,
+               m.input.taken_late, m.input.behind, m.input.sequence_gaps, runner.placers());
     if (sender)
       fmt::print("; sender: sent {}, late {} (worst {:.2f} ms)", sender->sent(), sender->sent_late(), sender->worst_lag_ms());
     fmt::print("\n");

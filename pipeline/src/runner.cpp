@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <exception>
 #include <stdexcept>
@@ -264,6 +265,12 @@ void Runner::warm_up(const replay::Frame& frame) {
 std::optional<replay::FrameHeader> FrameInput::next_into(std::chrono::milliseconds, std::span<std::byte>) {
   throw std::logic_error("input " + describe() + " says it fills frames in place but does not implement next_into");
 }
+std::optional<Claim> FrameInput::claim(std::chrono::milliseconds) {
+  throw std::logic_error("input " + describe() + " says it places frames at once but does not implement claim");
+}
+std::string FrameInput::place(const Claim&, std::span<std::byte>) {
+  throw std::logic_error("input " + describe() + " says it places frames at once but does not implement place");
+}
 
 // The ingest thread's observer of an in-place input: each stretch the input reports placed in the
 // held slot goes to the GPU at once, on the uploader's stream, while the input places the next.
@@ -301,7 +308,23 @@ class Runner::Placement final : public PlacementObserver {
   std::size_t uploaded_ = 0;  // bytes from 0 already on their way
 };
 
+// Records the input refused as damaged are frames in and dropped, never silent.
+void Runner::note_rejected(FrameInput& input, std::uint64_t& seen) {
+  if (const std::uint64_t rejected = input.rejected(); rejected > seen) {
+    metrics_.frames_rejected(drop_reason::rejected_input, rejected - seen);
+    log_->warn("input refused {} damaged record(s): {}", rejected - seen, input.last_problem());
+    seen = rejected;
+  }
+}
+
 void Runner::ingest_loop(FrameInput& input) {
+  const std::size_t offered = input.concurrent_places();
+  const std::size_t placers = std::min(offered, options_.placers > 0 ? options_.placers : lanes_.size());
+  if (placers > 1) {
+    placers_ = placers;
+    ingest_claims(input, placers);
+    return;
+  }
   std::uint64_t rejected_seen = 0;
   const bool in_place = input.fills_in_place();
   FrameSlot* held = nullptr;  // in place: the slot the next frame is written into
@@ -332,14 +355,9 @@ void Runner::ingest_loop(FrameInput& input) {
       input_ended_ = true;
       break;
     }
-    // Records the input refused as damaged are frames in and dropped, never silent.
-    if (const std::uint64_t rejected = input.rejected(); rejected > rejected_seen) {
-      metrics_.frames_rejected(drop_reason::rejected_input, rejected - rejected_seen);
-      log_->warn("input refused {} damaged record(s): {}", rejected - rejected_seen, input.last_problem());
-      rejected_seen = rejected;
-    }
+    note_rejected(input, rejected_seen);
     if (placed) {
-      const std::int64_t arrival = take(input, *placed);
+      const std::int64_t arrival = take(input.last_timing(), *placed);
       if (placement && placed->payload_bytes() <= held->host.payload.size()) {
         try {
           placement->finish(static_cast<std::size_t>(placed->payload_bytes()));
@@ -360,7 +378,7 @@ void Runner::ingest_loop(FrameInput& input) {
       }
       continue;
     }
-    admit(*frame, take(input, frame->header));
+    admit(*frame, take(input.last_timing(), frame->header));
     input.recycle(std::move(*frame));
   }
   if (placement) {
@@ -371,6 +389,112 @@ void Runner::ingest_loop(FrameInput& input) {
       log_->error("ingest: waiting for uploads: {}", e.what());
     }
   }
+  if (held != nullptr) pool_->release(held);
+  queue_.close();
+  thread_exited();
+}
+
+// The ingest thread claims frames in order (FrameInput::claim), each into a slot of its own, and
+// `placers` threads place the claimed payloads at once (FrameInput::place); a placed frame waits
+// for its turn — the frames claimed before it admitted — so that frames enter the queue, and take
+// their order and input metrics, in the order they were claimed. Placing and the turns are bounded:
+// at most `placers` frames are claimed and not yet admitted.
+void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
+  struct Job {
+    FrameSlot* slot = nullptr;
+    Claim claim;
+    std::uint64_t turn = 0;
+  };
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Job> jobs;
+  std::size_t open = 0;  // claimed and not yet admitted
+  std::uint64_t claimed = 0, next_turn = 1;
+  bool closing = false;
+  std::uint64_t refused = 0;  // placing threads, in turn
+
+  auto placer = [&] {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return closing || !jobs.empty(); });
+        if (jobs.empty()) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      const auto& h = job.claim.header;
+      std::string problem;
+      const std::int64_t start = now_ns();
+      // A payload the slot cannot hold is not placed: admit_in_place refuses it by its shape.
+      if (h.payload_bytes() <= job.slot->host.payload.size() && !stop_now_.load()) {
+        try {
+          problem = input.place(job.claim, job.slot->host.payload);
+        } catch (const std::exception& e) {
+          problem = fmt::format("placing it failed: {}", e.what());
+        }
+      }
+      if (job.claim.timing.place_ns == 0) job.claim.timing.place_ns = now_ns() - start;
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return next_turn == job.turn; });
+      }
+      if (problem.empty()) {
+        admit_in_place(job.slot, h, take(job.claim.timing, h));
+      } else {
+        metrics_.frames_rejected(drop_reason::rejected_input, 1);
+        if (++refused <= 20 || refused % 1000 == 0)
+          log_->warn("frame {} refused by input {}: {} [{} so far]", h.sequence, input.describe(), problem, refused);
+        pool_->release(job.slot);
+      }
+      {
+        std::lock_guard lock(mutex);
+        ++next_turn;
+        --open;
+      }
+      changed.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < placers; ++i) threads.emplace_back(placer);
+  log_->info("ingest: {} frames placed at once from input {}", placers, input.describe());
+
+  std::uint64_t rejected_seen = 0;
+  FrameSlot* held = nullptr;
+  while (!stop_ingest_.load()) {
+    if (held == nullptr && (held = acquire_slot()) == nullptr) break;  // stopping now
+    std::optional<Claim> claim;
+    try {
+      claim = input.claim(options_.input_wait);
+    } catch (const std::exception& e) {
+      log_->error("input {} failed: {}; no more frames will be taken from it", input.describe(), e.what());
+      input_ended_ = true;
+      break;
+    }
+    note_rejected(input, rejected_seen);
+    if (!claim) {
+      if (input.ended()) {
+        input_ended_ = true;
+        log_->info("input {} ended", input.describe());
+        break;
+      }
+      continue;
+    }
+    {
+      std::unique_lock lock(mutex);
+      changed.wait(lock, [&] { return open < placers; });
+      ++open;
+      jobs.push_back(Job{.slot = held, .claim = std::move(*claim), .turn = ++claimed});
+    }
+    changed.notify_all();
+    held = nullptr;
+  }
+  {
+    std::lock_guard lock(mutex);
+    closing = true;
+  }
+  changed.notify_all();
+  for (auto& t : threads) t.join();
   if (held != nullptr) pool_->release(held);
   queue_.close();
   thread_exited();
@@ -408,9 +532,8 @@ bool Runner::refuse_shape(const replay::FrameHeader& h, std::size_t bytes, std::
 // A frame just returned by the input: its input metrics (lag behind its due time, a backlog,
 // sequence numbers skipped) are recorded, and its arrival time comes back — the input's own
 // (message received, record due) when it gives one, else now.
-std::int64_t Runner::take(const FrameInput& input, const replay::FrameHeader& h) {
+std::int64_t Runner::take(const InputTiming& timing, const replay::FrameHeader& h) {
   const std::int64_t taken = now_ns();
-  const InputTiming timing = input.last_timing();
   std::uint64_t missing = 0;
   if (last_sequence_ && h.sequence > *last_sequence_ + 1) missing = h.sequence - *last_sequence_ - 1;
   last_sequence_ = h.sequence;  // a step back (a replay's loop, a restarted sender) skips nothing

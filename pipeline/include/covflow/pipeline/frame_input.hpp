@@ -42,6 +42,13 @@ class PlacementObserver {
   virtual void placed(std::size_t begin, std::size_t end) = 0;
 };
 
+// A frame an input has handed out (FrameInput::claim) whose payload is not yet placed.
+struct Claim {
+  replay::FrameHeader header;
+  InputTiming timing;       // place_ns is the runner's to fill in
+  std::uint64_t token = 0;  // the input's own note of what to place (a record's offset, a template)
+};
+
 class FrameInput {
  public:
   virtual ~FrameInput() = default;
@@ -81,6 +88,23 @@ class FrameInput {
   // in stretches tells it of each; one that does not simply ignores it (the default). Wrappers
   // forward it to what they wrap.
   virtual void observe_placement(PlacementObserver* observer) { (void)observer; }
+
+  // Inputs that can place several frames at once — whose next frame is known before the previous
+  // one's payload is in place (a recording, a generator) — say how many here (> 1) and implement
+  // claim() and place(). The ingest thread then claims frames in order and the runner's placing
+  // threads place up to that many claimed payloads at the same time, each into its own slot: one
+  // thread placing one 47 MB payload at a time, however many threads share its copy, is the ceiling
+  // of a host with several GPUs (docs/scale.md). Frames still enter the queue in claim order.
+  virtual std::size_t concurrent_places() const { return 1; }
+  // The next frame's header and timing, its payload not yet placed; nullopt as next_into() (none
+  // within `wait`, or the input ended). Called from the ingest thread only.
+  virtual std::optional<Claim> claim(std::chrono::milliseconds wait);
+  // Places a claimed frame's payload (claim.header.payload_bytes() bytes, which fit) at the start
+  // of `payload` and checks it. Called from up to concurrent_places() threads at once, each on its
+  // own claim and slot, while claim() goes on. "" when placed; otherwise why the payload was
+  // refused (damaged): the runner counts the frame in and dropped (rejected_input) and logs it —
+  // the input does not count it in rejected().
+  virtual std::string place(const Claim& claim, std::span<std::byte> payload);
 };
 
 }  // namespace covflow::pipeline

@@ -4,6 +4,9 @@
 //                 (validate, copy      (overflow policy)          (stages in order,
 //                  into a pool slot)                               budgets, timing)
 //
+// An input that can place several frames at once (FrameInput::concurrent_places) is claimed from
+// on the ingest thread and placed by RunnerOptions::placers threads, each frame into its own slot;
+// the frames then enter the queue in the order they were claimed.
 // Ingest pulls frames from the input, drops those whose kind, element type or dimensions do not
 // match the FrameShape (reason "shape"), copies each payload into a slot of the frame pool (pinned
 // host memory on a CUDA lane), stamps arrival and deadline (arrival + budget_ms) and queues the
@@ -84,6 +87,11 @@ struct RunnerOptions {
   // A degradable stage skipped this many frames in a row runs once on the next frame to refresh
   // its cost estimate (a transient slow run would otherwise switch it off for good). 0: never.
   std::uint32_t reprobe_after = 64;
+  // Frames placed at once by an input that can (FrameInput::concurrent_places), each on a placing
+  // thread of the runner's: 0 picks one per lane, at most what the input offers; 1 places every
+  // frame on the ingest thread (as for any other input). With one lane the automatic choice is 1,
+  // so that the ingest thread can upload each payload as it lands.
+  std::size_t placers = 0;
 };
 
 // The minimum pool size for these options (see RunnerOptions::slots).
@@ -147,6 +155,8 @@ class Runner {
   // met it device_error) and ends. The process must restart to use the GPU again.
   std::string device_failure() const;
 
+  // Threads placing frames at once (1: the ingest thread alone), known once start() has run.
+  std::size_t placers() const { return placers_.load(); }
   // Lanes in use (fewer than the Execs given when the chain keeps state: see single_lane_reason()).
   std::size_t lane_count() const { return lanes_.size(); }
   // Why the runner uses one lane though several were given ("" otherwise).
@@ -165,10 +175,12 @@ class Runner {
   struct Lane;
   class Placement;
   void ingest_loop(FrameInput& input);
+  void ingest_claims(FrameInput& input, std::size_t placers);
+  void note_rejected(FrameInput& input, std::uint64_t& seen);
   FrameSlot* acquire_slot();
   bool refuse_shape(const replay::FrameHeader& h, std::size_t bytes,
                     std::size_t capacity = std::numeric_limits<std::size_t>::max());
-  std::int64_t take(const FrameInput& input, const replay::FrameHeader& h);
+  std::int64_t take(const InputTiming& timing, const replay::FrameHeader& h);
   void admit_in_place(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
   void enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t arrival_ns);
   void admit(replay::Frame& frame, std::int64_t arrival_ns);
@@ -209,25 +221,27 @@ class Runner {
   std::mutex reorder_mutex_;
   std::condition_variable reorder_cv_;
   std::map<std::uint64_t, Held> held_;
-  std::uint64_t next_order_ = 1, max_passed_ = 0, last_order_ = 0;  // last_order_: ingest thread
+  std::uint64_t next_order_ = 1, max_passed_ = 0, last_order_ = 0;  // last_order_: the admitting thread (below)
   std::size_t lanes_running_ = 0;
   std::unique_ptr<detail::IngestUploader> uploader_;  // CUDA: uploads what an in-place input places
   std::shared_ptr<spdlog::logger> log_;
 
   std::atomic<bool> stop_ingest_{false}, stop_now_{false}, input_ended_{false};
   std::atomic<std::size_t> in_flight_{0};
+  std::atomic<std::size_t> placers_{1};
   bool started_ = false;
   std::thread ingest_;
   std::mutex join_mutex_;
   mutable std::mutex done_mutex_;
   std::condition_variable done_cv_;
   std::size_t threads_running_ = 0;
-  std::uint64_t shape_drops_ = 0;  // ingest thread only
+  // The admitting thread's (the ingest thread, or a placing thread in its turn: one at a time).
+  std::uint64_t shape_drops_ = 0;
   // Whether `e`, caught on a lane, means the device is gone for good (and records why if so).
   bool device_lost(Lane& lane, const std::exception& e);
   mutable std::mutex failure_mutex_;
   std::string device_failure_;
-  std::optional<std::uint64_t> last_sequence_;  // ingest thread only: the last frame taken
+  std::optional<std::uint64_t> last_sequence_;  // the admitting thread's: the last frame taken
 };
 
 }  // namespace covflow::pipeline
