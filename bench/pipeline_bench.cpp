@@ -247,6 +247,16 @@ class CountedInput final : public pipeline::FrameInput {
     note(header.has_value());
     return header;
   }
+  std::size_t concurrent_places() const override { return source_.concurrent_places(); }
+  std::optional<pipeline::Claim> claim(std::chrono::milliseconds wait) override {
+    if (ended()) return std::nullopt;
+    auto claimed = source_.claim(wait);
+    note(claimed.has_value());
+    return claimed;
+  }
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload) override {
+    return source_.place(claimed, payload);
+  }
   bool ended() const override {
     if (taken_ >= total_ || source_.ended()) return true;
     return sender_done_ != nullptr && sender_done_->load() && Clock::now() - last_arrival_ > std::chrono::seconds(2);
@@ -484,7 +494,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   if (run.input == "file") {
     write_file(s, o);
     replay::ReplayOptions replay{.pace = replay::Pace::fixed, .rate_hz = run.rate_hz, .loop = true};
-    source = stages::replay_source(s.file.string(), replay, s.shape.snapshots, o.ingest_threads);
+    source = stages::replay_source(s.file.string(), replay, s.shape.snapshots, o.ingest_threads,
+                                   o.placers > 0 ? o.placers : lanes.size());
     input = std::make_unique<CountedInput>(*source, total);
   } else if (run.input == "zmq") {
     encode_records(s, o);

@@ -87,6 +87,16 @@ class LimitedInput final : public pipeline::FrameInput {
     if (header) ++taken_;
     return header;
   }
+  std::size_t concurrent_places() const override { return source_.concurrent_places(); }
+  std::optional<pipeline::Claim> claim(std::chrono::milliseconds wait) override {
+    if (limit_reached()) return std::nullopt;
+    auto claimed = source_.claim(wait);
+    if (claimed) ++taken_;
+    return claimed;
+  }
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload) override {
+    return source_.place(claimed, payload);
+  }
   std::uint64_t taken() const { return taken_.load(); }
 
  private:
@@ -234,7 +244,7 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
     case config::IngestSource::file: {
       auto source = stages::replay_source(cfg.ingest.file.path, stages::replay_options(cfg.ingest.file),
                                           static_cast<std::uint32_t>(cfg.ingest.file.covariance_snapshots.value_or(0)),
-                                          static_cast<unsigned>(cfg.ingest.threads));
+                                          static_cast<unsigned>(cfg.ingest.threads), std::max<std::size_t>(execs_.size(), 1));
       if (source->shape().payload == replay::PayloadKind::covariance && !cfg.ingest.file.covariance_snapshots &&
           cfg.pipeline.stages.subspace.enabled)
         throw config::ConfigError(options_.config_path.empty() ? std::string("(built-in defaults)") : options_.config_path,

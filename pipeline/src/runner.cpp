@@ -56,11 +56,12 @@ struct Runner::Lane {
   std::thread thread;
 };
 
-// The queue, two per lane, one being filled, the kept ones and, with several lanes, what the
+// The queue, two per lane, those being filled (a placer each), the kept ones and, with several lanes, what the
 // reorder buffer may hold (two per lane) and the frame the sequencing thread is on.
 std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes) {
   const std::size_t reorder = lanes > 1 ? 2 * lanes + 1 : 0;
-  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + 1 + options.kept_slots + reorder;
+  const std::size_t placing = std::max<std::size_t>(1, options.placers > 0 ? options.placers : lanes);
+  return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + placing + options.kept_slots + reorder;
 }
 
 std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHeader& h, std::size_t payload_bytes) {
@@ -435,11 +436,24 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
         }
       }
       if (job.claim.timing.place_ns == 0) job.claim.timing.place_ns = now_ns() - start;
+      // A frame claimed ahead of its due time (a replay reads ahead) is admitted when due; a stop
+      // meanwhile gives its slot back uncounted, as a record read ahead and never delivered.
+      bool given_up = false;
+      while (problem.empty() && job.claim.timing.due_ns > now_ns()) {
+        if (stop_ingest_.load()) {
+          given_up = true;
+          break;
+        }
+        std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
+            std::chrono::nanoseconds(job.claim.timing.due_ns - now_ns()), kPoll));
+      }
       {
         std::unique_lock lock(mutex);
         changed.wait(lock, [&] { return next_turn == job.turn; });
       }
-      if (problem.empty()) {
+      if (given_up) {
+        pool_->release(job.slot);
+      } else if (problem.empty()) {
         admit_in_place(job.slot, h, take(job.claim.timing, h));
       } else {
         metrics_.frames_rejected(drop_reason::rejected_input, 1);

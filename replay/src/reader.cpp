@@ -289,6 +289,30 @@ std::optional<RecordInfo> Reader::next_header() {
   return info;
 }
 
+std::string Reader::read_payload(const RecordInfo& record, std::span<std::byte> payload, PayloadMover& mover) const {
+  std::array<std::byte, record_header_bytes> header{};
+  if (record.offset + record_header_bytes > records_end_)
+    return fmt::format("offset {}: no record header there", record.offset);
+  source_->read(record.offset, header);
+  if (auto problem = format::record_header_problem(header)) return fmt::format("offset {}: {}", record.offset, *problem);
+  const format::RawRecordHeader raw = format::decode_record_header(header);
+  if (raw.sequence != record.header.sequence || raw.payload_bytes != record.header.payload_bytes())
+    return fmt::format("offset {}: the record there is no longer the one claimed (sequence {})", record.offset,
+                       record.header.sequence);
+  if (raw.payload_bytes > records_end_ - record.offset - record_header_bytes)
+    return fmt::format("offset {}: record (sequence {}) cut short mid-record", record.offset, raw.sequence);
+  if (raw.payload_bytes > payload.size())
+    return fmt::format("offset {}: record (sequence {}) of {} payload bytes does not fit {}", record.offset, raw.sequence,
+                       raw.payload_bytes, payload.size());
+  const std::uint32_t seed = format::crc32(std::span(header).first(52));
+  const std::uint32_t computed =
+      mover.read(*source_, record.offset + record_header_bytes, payload.first(static_cast<std::size_t>(raw.payload_bytes)), seed);
+  if (computed != raw.record_crc)
+    return fmt::format("offset {}: record (sequence {}) CRC mismatch over header and payload (stored {:08x}, computed {:08x})",
+                       record.offset, raw.sequence, raw.record_crc, computed);
+  return {};
+}
+
 void Reader::rewind() { position_ = records_begin_; }
 
 bool Reader::seek_sequence(std::uint64_t sequence) {

@@ -80,6 +80,8 @@ std::optional<RecordInfo> Replayer::fetch(std::vector<std::byte>* into, std::spa
     std::optional<RecordInfo> info;
     if (mover != nullptr) {
       info = reader_.next_into(span, *mover, placed);
+    } else if (into == nullptr) {
+      info = reader_.next_header();
     } else if (auto frame = reader_.next()) {
       info = RecordInfo{reader_.last_offset(), frame->header};
       *into = std::move(frame->payload);
@@ -136,6 +138,21 @@ std::optional<Frame> Replayer::next() {
   const std::chrono::nanoseconds due = schedule(frame.header.capture_time_ns);
   if (options_.pace != Pace::fast && clock_.now() < due) clock_.sleep_until(due);
   return frame;
+}
+
+std::optional<Delivery> Replayer::claim(RecordInfo* record) {
+  if (staged_.valid) throw std::logic_error("Replayer::claim: a record read by next_into is waiting to be delivered");
+  if (finished_) return std::nullopt;
+  const auto now = clock_.now();
+  const auto info = fetch(nullptr, {}, nullptr);
+  if (!info) return std::nullopt;
+  Delivery delivery{.header = info->header, .due = now, .read = std::chrono::nanoseconds(0), .fits = true, .next_due = false};
+  const auto due = schedule(info->header.capture_time_ns);
+  if (options_.pace != Pace::fast) delivery.due = due;
+  if (options_.pace == Pace::fixed)
+    delivery.next_due = now >= delivery.due + std::chrono::nanoseconds(std::llround(1e9 / (options_.rate_hz * options_.speed)));
+  if (record != nullptr) *record = *info;
+  return delivery;
 }
 
 std::optional<Delivery> Replayer::next_into(std::span<std::byte> payload, PayloadMover& mover, std::chrono::nanoseconds wait,

@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <cstring>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 #include <zmq.hpp>
@@ -80,9 +82,10 @@ InputShape first_record_shape(replay::Reader& reader, const std::string& path, s
 class ReplaySource final : public FrameSource {
  public:
   ReplaySource(const std::string& path, const replay::ReplayOptions& options, std::uint32_t covariance_snapshots,
-               unsigned threads)
+               unsigned threads, std::size_t places)
       : path_(path),
         threads_(threads),
+        places_(std::max<std::size_t>(places, 1)),
         options_(options),
         reader_(std::filesystem::path(path)),
         shape_(first_record_shape(reader_, path, covariance_snapshots)),
@@ -118,6 +121,55 @@ class ReplaySource final : public FrameSource {
                .place_ns = delivery->fits ? delivery->read.count() : 0};
     return delivery->header;
   }
+  // Several records at once: the ingest thread claims each record's header in file order (the
+  // reader's position and damage list are its alone), and the runner's placing threads read the
+  // claimed payloads at the same time (Reader::read_payload: positioned reads, each placer with a
+  // mover of its own), ahead of their due times; the runner admits each when due.
+  std::size_t concurrent_places() const override { return places_; }
+  std::optional<pipeline::Claim> claim(std::chrono::milliseconds) override {
+    if (ended_) return std::nullopt;
+    replay::RecordInfo record;
+    const auto delivery = replayer_.claim(&record);
+    note_clamped_gaps();
+    if (!delivery) {
+      if (replayer_.finished()) ended_ = true;
+      return std::nullopt;
+    }
+    const bool paced = options_.pace != replay::Pace::fast;
+    return pipeline::Claim{.header = delivery->header,
+                           .timing = {.arrival_ns = delivery->due.count(),
+                                      .due_ns = paced ? delivery->due.count() : 0,
+                                      .more_waiting = delivery->next_due,
+                                      .place_ns = 0},
+                           .token = record.offset};
+  }
+  std::string place(const pipeline::Claim& claim, std::span<std::byte> payload) override {
+    replay::PayloadMover* mover = nullptr;
+    {
+      std::lock_guard lock(movers_mutex_);
+      if (free_movers_.empty()) {
+        if (movers_.size() >= places_) return "more records placed at once than the input offers";
+        const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        const unsigned whole = threads_ != 0 ? threads_ : std::max(1u, std::min(12u, cores * 3 / 4));
+        const unsigned share = std::max(2u, std::min(whole, cores * 3 / 4 / unsigned(places_)));
+        movers_.push_back(std::make_unique<replay::PayloadMover>(replay::PayloadMoverOptions{.threads = share}));
+        free_movers_.push_back(movers_.back().get());
+      }
+      mover = free_movers_.back();
+      free_movers_.pop_back();
+    }
+    std::string problem;
+    try {
+      problem = reader_.read_payload(replay::RecordInfo{.offset = claim.token, .header = claim.header}, payload, *mover);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+    {
+      std::lock_guard lock(movers_mutex_);
+      free_movers_.push_back(mover);
+    }
+    return problem.empty() ? problem : path_ + ": " + problem;
+  }
   pipeline::InputTiming last_timing() const override { return timing_; }
   bool ended() const override { return ended_; }
   std::uint64_t rejected() const override { return reader_.damage().size(); }
@@ -142,11 +194,15 @@ class ReplaySource final : public FrameSource {
 
   std::string path_;
   unsigned threads_;
+  std::size_t places_;
   replay::ReplayOptions options_;
   replay::Reader reader_;
   InputShape shape_;
   replay::Replayer replayer_;
   std::unique_ptr<replay::PayloadMover> mover_;
+  std::mutex movers_mutex_;  // place(): a mover per record placed at once, made on first use
+  std::vector<std::unique_ptr<replay::PayloadMover>> movers_;
+  std::vector<replay::PayloadMover*> free_movers_;
   replay::Placed placed_;  // the runner's placement observer, when it has one
   pipeline::InputTiming timing_;
   std::uint64_t clamped_seen_ = 0;
@@ -355,8 +411,8 @@ std::unique_ptr<FrameSource> scenario_source(const config::ScenarioConfig& scena
 }
 
 std::unique_ptr<FrameSource> replay_source(const std::string& path, const replay::ReplayOptions& options,
-                                           std::uint32_t covariance_snapshots, unsigned threads) {
-  return std::make_unique<ReplaySource>(path, options, covariance_snapshots, threads);
+                                           std::uint32_t covariance_snapshots, unsigned threads, std::size_t places) {
+  return std::make_unique<ReplaySource>(path, options, covariance_snapshots, threads, places);
 }
 
 replay::ReplayOptions replay_options(const config::FileIngestConfig& file) {

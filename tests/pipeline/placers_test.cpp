@@ -63,7 +63,14 @@ class ClaimingInput final : public FrameInput {
     const std::uint64_t seq = claimed_++;
     replay::FrameHeader h = test::frame_for(small_shape(), seq).header;
     if (oversize_ && seq == *oversize_) h.count = 1u << 20;  // far more cells than a slot holds
-    return Claim{.header = h, .timing = {}, .token = seq};
+    InputTiming timing;
+    if (due_first_ns_ > 0) timing.arrival_ns = timing.due_ns = due_first_ns_ + std::int64_t(seq) * due_step_ns_;
+    return Claim{.header = h, .timing = timing, .token = seq};
+  }
+  // Frame k is due at first_ns + k·step_ns on the steady clock (claimed at once, ahead of that).
+  void due_from(std::int64_t first_ns, std::int64_t step_ns) {
+    due_first_ns_ = first_ns;
+    due_step_ns_ = step_ns;
   }
   std::string place(const Claim& claimed, std::span<std::byte> payload) override {
     const std::uint64_t seq = claimed.token;
@@ -113,7 +120,12 @@ class ClaimingInput final : public FrameInput {
   std::size_t placing_ = 0, most_at_once_ = 0;
   std::uint64_t placed_ = 0;
   bool second_begun_ = false, second_done_ = false;
+  std::int64_t due_first_ns_ = 0, due_step_ns_ = 0;
 };
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // What the lanes saw: each frame's order (the queue's), and whether its payload was its own.
 struct Seen {
@@ -239,6 +251,48 @@ TEST(Placers, StopNowWhilePlacingAccountsForEveryFrame) {
   expect_accounted(s);
   EXPECT_EQ(s.in_flight, 0u);
   EXPECT_GE(s.frames_done, 50u);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
+TEST(Placers, AFrameClaimedAheadOfItsDueTimeIsAdmittedWhenDue) {
+  Lanes lanes(2);
+  Metrics metrics;
+  ClaimingInput input(12, 2, {}, std::nullopt, false);
+  const std::int64_t first = steady_ns() + 20'000'000;
+  input.due_from(first, 2'000'000);
+  std::mutex mutex;
+  std::vector<std::pair<std::uint64_t, std::int64_t>> ran;  // sequence, when its stage ran
+  std::vector<std::unique_ptr<Stage>> chain;
+  chain.push_back(std::make_unique<FakeStage>("work", 0us, false, [&](FrameSlot& f) {
+    std::lock_guard lock(mutex);
+    ran.emplace_back(f.sequence, steady_ns());
+    EXPECT_EQ(f.times.arrival_ns, first + std::int64_t(f.sequence) * 2'000'000) << "frame " << f.sequence;
+  }));
+  Runner runner(small_shape(), std::move(chain), lanes.pointers(), {.budget_ms = 1e6, .queue_depth = 4}, metrics);
+  runner.start(input);
+  runner.wait();
+  ASSERT_EQ(ran.size(), 12u);
+  for (const auto& [seq, at] : ran) EXPECT_GE(at, first + std::int64_t(seq) * 2'000'000) << "frame " << seq << " ran before it was due";
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 12u);
+  EXPECT_EQ(s.input.lag.count, 12u);
+}
+
+TEST(Placers, DrainGivesBackFramesClaimedAheadAndNotYetDueUncounted) {
+  Lanes lanes(2);
+  Metrics metrics;
+  ClaimingInput input(0, 2, {}, std::nullopt, false);
+  input.due_from(steady_ns() + 3600'000'000'000, 1'000'000);  // an hour from now
+  std::vector<std::unique_ptr<Stage>> chain;
+  chain.push_back(std::make_unique<FakeStage>("work", 0us, false));
+  Runner runner(small_shape(), std::move(chain), lanes.pointers(), {.budget_ms = 1e6, .queue_depth = 4}, metrics);
+  runner.start(input);
+  while (input.placed() < 2) std::this_thread::sleep_for(1ms);
+  runner.drain();
+  EXPECT_TRUE(runner.finished());
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_in, 0u);
+  EXPECT_EQ(s.in_flight, 0u);
   EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
 }
 

@@ -285,6 +285,73 @@ TEST(Replayer, NextIntoSkipsADamagedRecordAndDeliversTheRest) {
   EXPECT_EQ(reader.damage()[0].offset, third);
 }
 
+TEST(Replayer, ClaimHandsOutHeadersAndDueTimesAndReadPayloadChecksEachRecordApart) {
+  std::mt19937_64 rng(test::fresh_seed("claim"));
+  test::ScratchDir dir;
+  record(rng, dir / "c.cvf", 6, true);
+  Reader plain(dir / "c.cvf");
+  const auto expected = test::read_all(plain);
+  auto bytes = test::read_bytes(dir / "c.cvf");
+  const std::uint64_t fourth = (*plain.index())[3].offset;
+  bytes[fourth + format::record_header_bytes + 5] ^= std::byte{0x08};  // in record 3's payload
+  test::write_bytes(dir / "c.cvf", bytes);
+
+  Reader reader(dir / "c.cvf");
+  FakeClock clock;
+  const nanoseconds start = clock.now();
+  Replayer replayer(reader, {.pace = Pace::fixed, .rate_hz = 40}, clock);
+  std::vector<RecordInfo> claimed;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    RecordInfo record;
+    const auto got = replayer.claim(&record);
+    ASSERT_TRUE(got.has_value()) << "record " << i;
+    EXPECT_EQ(got->header, expected[i].header);
+    EXPECT_EQ(record.header, expected[i].header);
+    EXPECT_EQ((got->due - start).count(), std::int64_t(i) * 25'000'000) << "record " << i;
+    claimed.push_back(record);
+  }
+  EXPECT_FALSE(replayer.claim(nullptr).has_value());
+  EXPECT_TRUE(replayer.finished());
+  EXPECT_EQ(clock.sleeps, 0) << "claim never waits";
+  EXPECT_TRUE(reader.damage().empty()) << "headers alone: the damaged payload is not seen yet";
+
+  // Payloads read in another order than claimed, each by its own mover, the reader untouched.
+  const std::uint64_t position = reader.position();
+  PayloadMover mover({.threads = 2, .parallel_from_bytes = 0});
+  std::vector<std::byte> slot(1 << 16);
+  for (std::size_t k = claimed.size(); k-- > 0;) {
+    const std::string problem = reader.read_payload(claimed[k], slot, mover);
+    if (k == 3) {
+      EXPECT_NE(problem.find("CRC mismatch"), std::string::npos) << problem;
+      EXPECT_NE(problem.find(std::to_string(fourth)), std::string::npos) << problem;
+      continue;
+    }
+    EXPECT_EQ(problem, "") << "record " << k;
+    EXPECT_TRUE(std::equal(expected[k].payload.begin(), expected[k].payload.end(), slot.begin())) << "record " << k;
+  }
+  EXPECT_EQ(reader.position(), position);
+  EXPECT_TRUE(reader.damage().empty());
+  std::vector<std::byte> tiny(8);
+  EXPECT_NE(reader.read_payload(claimed[0], tiny, mover).find("does not fit"), std::string::npos);
+  RecordInfo elsewhere = claimed[1];
+  elsewhere.header.sequence += 1000;
+  EXPECT_NE(reader.read_payload(elsewhere, slot, mover).find("no longer the one claimed"), std::string::npos);
+}
+
+TEST(Replayer, ClaimRefusesWhileNextIntoHoldsARecord) {
+  std::mt19937_64 rng(test::fresh_seed("claim after next_into"));
+  test::ScratchDir dir;
+  record(rng, dir / "h.cvf", 3, false);
+  Reader reader(dir / "h.cvf");
+  FakeClock clock;
+  Replayer replayer(reader, {.pace = Pace::fixed, .rate_hz = 1}, clock);
+  PayloadMover mover({.threads = 1});
+  std::vector<std::byte> slot(1 << 16);
+  ASSERT_TRUE(replayer.next_into(slot, mover, nanoseconds(0)).has_value());    // frame 0 is due at once
+  EXPECT_FALSE(replayer.next_into(slot, mover, nanoseconds(0)).has_value());   // frame 1 read, waiting
+  EXPECT_THROW(replayer.claim(nullptr), std::logic_error);
+}
+
 TEST(Replayer, AbsurdGapsBetweenCaptureTimesAreShortenedAndCounted) {
   test::ScratchDir dir;
   std::mt19937_64 rng(test::fresh_seed("gaps"));

@@ -135,9 +135,13 @@ TEST(Ingest, ZeroMqFeedIsRecordedAndDamagedMessagesAreCounted) {
 // ---- into the slots: the daemon's path -------------------------------------------------------
 
 // A stage that keeps a copy of every frame's payload as the slot held it.
+// With several lanes it runs in sequence (after the reorder buffer), so frames are seen in order.
 class CaptureStage final : public pipeline::Stage {
  public:
+  explicit CaptureStage(bool sequenced = false) : sequenced_(sequenced) {}
   std::string_view name() const override { return "capture"; }
+  bool in_sequence() const override { return sequenced_; }
+  bool needs_host_results() const override { return sequenced_; }
   void run(pipeline::FrameSlot& frame, linalg::Exec&) override {
     const auto bytes = frame.host.payload.first(std::size_t(frame.header.payload_bytes()));
     std::lock_guard lock(mutex);
@@ -145,6 +149,9 @@ class CaptureStage final : public pipeline::Stage {
   }
   std::mutex mutex;
   std::vector<replay::Frame> seen;
+
+ private:
+  bool sequenced_;
 };
 
 struct Captured {
@@ -152,11 +159,15 @@ struct Captured {
   std::vector<replay::Frame> frames;
 };
 
-// Runs `source` through a CPU runner sized for its own shape, with a capture stage as the chain.
-Captured run_into_slots(FrameSource& source, pipeline::FrameInput* input = nullptr) {
-  auto exec = linalg::Exec::cpu(2);
+// Runs `source` through a CPU runner sized for its own shape, with a capture stage as the chain,
+// on `lanes` CPU lanes.
+Captured run_into_slots(FrameSource& source, pipeline::FrameInput* input = nullptr, std::size_t lanes = 1) {
+  std::vector<linalg::Exec> execs;
+  for (std::size_t l = 0; l < lanes; ++l) execs.push_back(linalg::Exec::cpu(2));
+  std::vector<linalg::Exec*> exec;
+  for (auto& e : execs) exec.push_back(&e);
   pipeline::Metrics metrics;
-  auto capture = std::make_unique<CaptureStage>();
+  auto capture = std::make_unique<CaptureStage>(lanes > 1);
   CaptureStage& stage = *capture;
   std::vector<std::unique_ptr<pipeline::Stage>> chain;
   chain.push_back(std::move(capture));
@@ -208,6 +219,38 @@ TEST(IngestIntoSlots, FileReplayDeliversEveryRecordBitForBitAndRefusesADamagedOn
   EXPECT_EQ(got.metrics.input.taken, 8u);
   EXPECT_EQ(got.metrics.input.place.count, 8u);
   EXPECT_EQ(got.metrics.input.lag.count, 0u);  // a fast replay has no schedule
+}
+
+TEST(IngestIntoSlots, FileReplayPlacesSeveralRecordsAtOnceOnSeveralLanes) {
+  auto s = tiny_scenario(test::fresh_seed("file placed at once"));
+  s.cells = 40;
+  test::ScratchDir dir;
+  auto frames = write_frames(dir / "r.cvf", s, 24);
+  replay::Reader clean(dir / "r.cvf");
+  auto bytes = test::read_bytes(dir / "r.cvf");
+  const std::uint64_t damaged = (*clean.index())[7].offset;
+  bytes[damaged + replay::format::record_header_bytes + 500] ^= std::byte{0x40};
+  test::write_bytes(dir / "r.cvf", bytes);
+  frames.erase(frames.begin() + 7);
+
+  for (const auto pace : {config::Pace::fast, config::Pace::fixed}) {
+    config::FileIngestConfig file;
+    file.pace = pace;
+    file.rate_hz = 500;
+    auto source = replay_source((dir / "r.cvf").string(), replay_options(file), 0, 2, 3);
+    EXPECT_EQ(source->concurrent_places(), 3u);
+    const Captured got = run_into_slots(*source, nullptr, 3);
+    ASSERT_EQ(got.frames.size(), frames.size());
+    for (std::size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(got.frames[i], frames[i]) << "frame " << i;
+    EXPECT_EQ(got.metrics.frames_in, 24u);
+    EXPECT_EQ(got.metrics.frames_done, 23u);
+    EXPECT_EQ(got.metrics.dropped_by_reason.at("rejected_input"), 1u);
+    EXPECT_EQ(got.metrics.input.taken, 23u);
+    EXPECT_EQ(got.metrics.input.place.count, 23u);
+    EXPECT_EQ(got.metrics.input.sequence_gaps, 1u);  // the refused record's sequence number
+    // A paced replay's frames are admitted when due (lag ≥ 0, one per frame), a fast one has no schedule.
+    EXPECT_EQ(got.metrics.input.lag.count, pace == config::Pace::fast ? 0u : 23u);
+  }
 }
 
 TEST(IngestIntoSlots, PacedReplayArrivesWhenDueAndReportsItsLag) {

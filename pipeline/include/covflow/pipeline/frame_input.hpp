@@ -45,7 +45,10 @@ class PlacementObserver {
 // A frame an input has handed out (FrameInput::claim) whose payload is not yet placed.
 struct Claim {
   replay::FrameHeader header;
-  InputTiming timing;       // place_ns is the runner's to fill in
+  // As last_timing() would say; place_ns is the runner's to fill in. A claim may come before its
+  // frame is due (due_ns ahead: a replay reads ahead): the runner places it at once and admits it
+  // when due.
+  InputTiming timing;
   std::uint64_t token = 0;  // the input's own note of what to place (a record's offset, a template)
 };
 
@@ -97,7 +100,8 @@ class FrameInput {
   // of a host with several GPUs (docs/scale.md). Frames still enter the queue in claim order.
   virtual std::size_t concurrent_places() const { return 1; }
   // The next frame's header and timing, its payload not yet placed; nullopt as next_into() (none
-  // within `wait`, or the input ended). Called from the ingest thread only.
+  // within `wait`, or the input ended). Called from the ingest thread only; the runner claims at
+  // most as many frames ahead of their admission as it places at once.
   virtual std::optional<Claim> claim(std::chrono::milliseconds wait);
   // Places a claimed frame's payload (claim.header.payload_bytes() bytes, which fit) at the start
   // of `payload` and checks it. Called from up to concurrent_places() threads at once, each on its

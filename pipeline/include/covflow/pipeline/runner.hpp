@@ -76,7 +76,7 @@ struct RunnerOptions {
   std::size_t queue_depth = 8;              // frames waiting between ingest and the lanes
   Overflow overflow = Overflow::drop_oldest;
   // Frame slots in the pool; 0 picks the least that never starves ingest: the queue, two per lane
-  // (the frame computing and the one uploading), one being filled and the kept ones. A smaller
+  // (the frame computing and the one uploading), those being filled (one per placer) and the kept ones. A smaller
   // value is raised to that minimum.
   std::size_t slots = 0;
   // Slots stages may keep past a frame's end (FramePool::retain: the recorder's queue), added to
@@ -90,7 +90,8 @@ struct RunnerOptions {
   // Frames placed at once by an input that can (FrameInput::concurrent_places), each on a placing
   // thread of the runner's: 0 picks one per lane, at most what the input offers; 1 places every
   // frame on the ingest thread (as for any other input). With one lane the automatic choice is 1,
-  // so that the ingest thread can upload each payload as it lands.
+  // so that the ingest thread can upload each payload as it lands. A claimed frame not yet due
+  // (Claim::timing.due_ns: a replay reads ahead) is placed at once and admitted when due.
   std::size_t placers = 0;
 };
 

@@ -76,6 +76,12 @@ class Reader {
   std::optional<RecordInfo> next_into(std::span<std::byte> payload, PayloadMover& mover, const Placed& placed = {});
   // The next record's header (header CRC checked; the payload is neither read nor checked).
   std::optional<RecordInfo> next_header();
+  // The payload of a record next_header() returned, read into the start of `payload` by `mover`
+  // and its CRC checked on the way: "" when it checks out, else what is wrong ("offset N: …"; the
+  // bytes left in `payload` are garbage). Changes nothing in the reader (neither its position nor
+  // its damage list), so several threads may read several records' payloads at once, each with
+  // its own mover, while one of them goes on with next_header(). `payload` must hold it.
+  std::string read_payload(const RecordInfo& record, std::span<std::byte> payload, PayloadMover& mover) const;
   // Offset of the record the last next()/next_header() returned.
   std::uint64_t last_offset() const { return last_offset_; }
 

@@ -86,6 +86,11 @@ class Replayer {
   // `placed` hears of each stretch of a payload as it lands (PayloadMover::read).
   std::optional<Delivery> next_into(std::span<std::byte> payload, PayloadMover& mover, std::chrono::nanoseconds wait,
                                     const Placed& placed = {});
+  // The next record's header and when it is due, at once: neither its payload is read nor the
+  // call waits (for a caller that reads payloads itself, several at once, through
+  // Reader::read_payload, and delivers each when due). nullopt when the replay is over
+  // (finished()). Not to be mixed with next_into() while it holds a record (std::logic_error).
+  std::optional<Delivery> claim(RecordInfo* record);
   // The replay is over: no record is left to deliver.
   bool finished() const { return finished_; }
 
@@ -100,7 +105,7 @@ class Replayer {
  private:
   void start_pass();
   // The next record of the replay, its payload read into `into` (or, with `mover`, through it into
-  // `span`); nullopt when the replay is over.
+  // `span`; with neither, not read); nullopt when the replay is over.
   std::optional<RecordInfo> fetch(std::vector<std::byte>* into, std::span<std::byte> span, PayloadMover* mover,
                                   const Placed& placed = {});
   // The due time of the record just fetched; updates the schedule's state.

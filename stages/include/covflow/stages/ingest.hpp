@@ -39,9 +39,12 @@ std::unique_ptr<FrameSource> scenario_source(const config::ScenarioConfig& scena
 // inside the file is skipped and counted. The daemon's path is next_into(): each record is read
 // straight into the frame slot on several threads with its CRC checked on the way
 // (replay::PayloadMover), ahead of its due time, and delivered when due; its timing's arrival is
-// the time it was due (a fast replay: when its read began).
+// the time it was due (a fast replay: when its read began). With `places` > 1 it offers to place
+// that many records at once (pipeline::FrameInput::concurrent_places: covflowd passes its lane
+// count), each read by a mover of its own with the threads shared out between them.
 std::unique_ptr<FrameSource> replay_source(const std::string& path, const replay::ReplayOptions& options,
-                                           std::uint32_t covariance_snapshots = 0, unsigned threads = 0);
+                                           std::uint32_t covariance_snapshots = 0, unsigned threads = 0,
+                                           std::size_t places = 1);
 replay::ReplayOptions replay_options(const config::FileIngestConfig& file);
 
 struct ZmqInputOptions {
