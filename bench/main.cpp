@@ -148,6 +148,8 @@ int main(int argc, char** argv) {
   pipeline->add_option("--placers", pipeline_options.placers,
                        "Frames placed at once by inputs that can (the slot input): 0 one per lane, 1 the ingest thread alone")
       ->capture_default_str()->check(CLI::Range(0, 64));
+  pipeline->add_flag("!--no-take-while-computing", pipeline_options.take_while_computing,
+                     "A GPU lane takes the next frame only if it is queued when the lane starts waiting for its GPU");
   pipeline->add_option("--gpus", pipeline_options.gpu_counts,
                        "GPU lanes of each GPU run, e.g. 1,2: runs on GPUs 0 … N−1, the frame rates side by side")
       ->delimiter(',')->check(CLI::Range(1, 64))->capture_default_str();

@@ -199,10 +199,14 @@ class HostProbe {
 // upload, the waits and the hand-offs, which no stage times).
 struct FrameTimes {
   std::vector<double> end_to_end_ms, in_stages_ms, publish_ms;
+  std::vector<std::uint64_t> sequences;
+  std::vector<std::uint32_t> lanes;
   void add(const pipeline::FrameSlot& slot) {
     if (slot.times.done_ns == 0 || end_to_end_ms.size() == end_to_end_ms.capacity()) return;
     double stages = 0;
     for (const auto& record : slot.stages) stages += record.ms;
+    sequences.push_back(slot.sequence);
+    lanes.push_back(slot.lane);
     end_to_end_ms.push_back(double(slot.times.done_ns - slot.times.arrival_ns) * 1e-6);
     in_stages_ms.push_back(stages);
     publish_ms.push_back(slot.stages.empty() ? 0.0 : slot.stages.back().ms);
@@ -221,8 +225,13 @@ struct FrameTimes {
       publish += publish_ms[order[k]];
     }
     const double n = double(count);
+    // Which frames they were (sequence, lane), slowest first: whether the tail is the first frames
+    // through fresh slots, one lane, or spread over the run.
+    nlohmann::json which = nlohmann::json::array();
+    for (std::size_t k = 0; k < std::min<std::size_t>(count, 24); ++k)
+      which.push_back({sequences[order[k]], lanes[order[k]]});
     return {{"frames", count}, {"end_to_end_ms", e2e / n}, {"in_stages_ms", in_stages / n},
-            {"publish_ms", publish / n}, {"outside_stages_ms", (e2e - in_stages) / n}};
+            {"publish_ms", publish / n}, {"outside_stages_ms", (e2e - in_stages) / n}, {"sequence_lane", which}};
   }
 };
 
@@ -470,9 +479,12 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   options.queue_depth = std::size_t(s.cfg.pipeline.queue_depth);
   options.overflow = s.cfg.pipeline.overflow;
   options.placers = o.placers;
+  options.take_while_computing = o.take_while_computing;
   FrameTimes frame_times;
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
+  frame_times.sequences.reserve(total);
+  frame_times.lanes.reserve(total);
   frame_times.publish_ms.reserve(total);
   std::mutex completed;  // several lanes: frames a lane dropped complete on that lane's thread
   pipeline::Runner runner(stages::frame_shape(s.cfg, s.shape), std::move(chain), lanes, options, metrics,
@@ -542,6 +554,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   out["backend"] = run.backend;
   out["lane_count"] = lanes.size();
   out["placers"] = runner.placers();
+  out["take_while_computing"] = o.take_while_computing;
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);
   out["input_kind"] = run.input;  // "input" is the metrics' object
@@ -598,6 +611,11 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
                  "stages {:.3f} (upload, waits, hand-offs)\n",
                  slow["frames"].get<std::size_t>(), slow["end_to_end_ms"].get<double>(), slow["in_stages_ms"].get<double>(),
                  slow["publish_ms"].get<double>(), slow["outside_stages_ms"].get<double>());
+    if (const auto& slow = out["slowest_percent"]; !slow.is_null()) {
+      std::vector<std::string> which;
+      for (const auto& e : slow["sequence_lane"]) which.push_back(fmt::format("{}@{}", e[0].get<std::uint64_t>(), e[1].get<std::uint32_t>()));
+      fmt::print("  slowest frames (sequence@lane): {}\n", fmt::join(which, " "));
+    }
     if (probe) {
       out["host_probe"] = probe->summary();
       const auto& p = out["host_probe"];

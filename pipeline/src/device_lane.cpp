@@ -44,6 +44,12 @@ class CudaLane final : public DeviceLane {
   void stage_end(std::size_t stage) override { ends_.at(stage).record(context_.stream()); }
   bool stage_complete(std::size_t stage) override { return ends_.at(stage).ready(); }
   void synchronize() override { COVFLOW_CUDA_TRY(cudaStreamSynchronize(context_.stream())); }
+  bool computing() override {
+    const cudaError_t status = cudaStreamQuery(context_.stream());
+    if (status == cudaErrorNotReady) return true;
+    COVFLOW_CUDA_TRY(status);
+    return false;
+  }
   void wait_uploads() override { copy_.synchronize(); }
   std::string lost() override {
     const cudaError_t status = cudaDeviceSynchronize();

@@ -37,6 +37,8 @@ class DeviceLane {
   virtual bool stage_complete(std::size_t stage) = 0;
   // Waits for everything issued on the compute stream.
   virtual void synchronize() = 0;
+  // Whether work issued on the compute stream is still running (does not block).
+  virtual bool computing() = 0;
   // Waits for every upload issued on the copy stream (before a slot is released unprocessed).
   virtual void wait_uploads() = 0;
   // GPU milliseconds from the end event of `from` (kStart: the start event) to the end event of

@@ -646,7 +646,17 @@ void Runner::forget_order(const FrameSlot& slot) {
 
 // ---- lanes ----------------------------------------------------------------------------------
 
+// A lane waiting here is free: a busy lane leaves arriving frames to it (see process()).
 FrameSlot* Runner::pop_next() {
+  if (auto slot = queue_.try_pop()) {
+    metrics_.queue_depth(queue_.size(), queue_.capacity());
+    return *slot;
+  }
+  ++idle_lanes_;
+  struct Busy {
+    std::atomic<std::size_t>& idle;
+    ~Busy() { --idle; }
+  } busy{idle_lanes_};
   for (;;) {
     if (auto slot = queue_.pop(kPoll)) {
       metrics_.queue_depth(queue_.size(), queue_.capacity());
@@ -751,27 +761,45 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
   std::size_t last_event = detail::DeviceLane::kStart;
   bool prefetched = false;
 
-  // Overlap: take the next frame now and start its upload on the copy stream, so that it runs
-  // while this frame's GPU work (already queued) executes. Done once per frame, just before the
-  // lane first waits for the GPU.
-  auto prefetch = [&] {
-    if (prefetched || gpu == nullptr) return;
-    prefetched = true;
-    if (auto next = queue_.try_pop()) {
-      metrics_.queue_depth(queue_.size(), queue_.capacity());
-      pending = *next;
-      pending->lane = static_cast<std::uint32_t>(lane.index);
-      metrics_.lane_took(lane.index);
-      bind(lane, *pending, parity ^ 1);
-      gpu->upload(*pending, pending->header.payload_bytes(), parity ^ 1);
-      pending_uploaded = true;
+  // Overlap: take the next frame and start its upload on the copy stream, so that it runs while
+  // this frame's GPU work (already queued) executes. Once per frame, while the lane waits for the
+  // GPU: a frame already queued is taken at once; with RunnerOptions::take_while_computing, one
+  // that arrives while the GPU computes is taken when it arrives, unless another lane is free to
+  // start it now (frames go to a free lane first: here it would wait for this frame's compute).
+  // The lane then polls the GPU and the queue in turn, yielding its core between looks, as the
+  // CUDA runtime's own wait does when it spins.
+  auto take_next = [&](FrameSlot* next) {
+    metrics_.queue_depth(queue_.size(), queue_.capacity());
+    pending = next;
+    pending->lane = static_cast<std::uint32_t>(lane.index);
+    metrics_.lane_took(lane.index);
+    bind(lane, *pending, parity ^ 1);
+    gpu->upload(*pending, pending->header.payload_bytes(), parity ^ 1);
+    pending_uploaded = true;
+  };
+  auto await_gpu = [&] {
+    if (!prefetched) {
+      prefetched = true;
+      if (auto next = queue_.try_pop()) {
+        take_next(*next);
+      } else {
+        while (options_.take_while_computing && !stop_now_.load() && !queue_.finished() && gpu->computing()) {
+          if (idle_lanes_.load() == 0) {
+            if (auto arrived = queue_.try_pop()) {
+              take_next(*arrived);
+              break;
+            }
+          }
+          std::this_thread::yield();
+        }
+      }
     }
+    gpu->synchronize();
   };
   // Waits for the GPU, turns the queued stages' event pairs into stage times and lets each of
   // those stages collect its results (Stage::collect).
   auto settle = [&] {
-    prefetch();
-    gpu->synchronize();
+    await_gpu();
     for (std::size_t k = 0; k < lane.issued.size(); ++k) {
       const double ms = gpu->elapsed_ms(lane.issued_from[k], lane.issued[k]);
       slot.stages[lane.issued[k]].ms = ms;

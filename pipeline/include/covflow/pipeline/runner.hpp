@@ -19,7 +19,8 @@
 //     frame is processed as usual;
 //   - a frame finished after its deadline is counted late.
 // On a CUDA lane the payload of frame i+1 is uploaded on a copy stream while frame i's stages
-// run on the compute stream (events order them) — or, when an in-place input reports its payload
+// run on the compute stream (events order them; the lane takes frame i+1 while it waits for frame
+// i's GPU work, when it is queued or arrives meanwhile and no other lane is free) — or, when an in-place input reports its payload
 // stretch by stretch as it places it (PlacementObserver), by the ingest thread as it lands, so
 // that the upload overlaps the copy or read and the CRC — stages are timed by event pairs, and the lane
 // synchronises once per frame: after the last stage, or before the first stage that
@@ -93,6 +94,10 @@ struct RunnerOptions {
   // so that the ingest thread can upload each payload as it lands. A claimed frame not yet due
   // (Claim::timing.due_ns: a replay reads ahead) is placed at once and admitted when due.
   std::size_t placers = 0;
+  // A CUDA lane waiting for its frame's GPU work takes a frame that arrives meanwhile, when no
+  // other lane is free, and starts its upload, so that the upload overlaps the compute (false:
+  // only a frame already queued when it starts waiting).
+  bool take_while_computing = true;
 };
 
 // The minimum pool size for these options (see RunnerOptions::slots).
@@ -230,6 +235,7 @@ class Runner {
   std::atomic<bool> stop_ingest_{false}, stop_now_{false}, input_ended_{false};
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<std::size_t> placers_{1};
+  std::atomic<std::size_t> idle_lanes_{0};  // lanes waiting in pop_next() for a frame
   bool started_ = false;
   std::thread ingest_;
   std::mutex join_mutex_;
