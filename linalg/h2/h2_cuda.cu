@@ -1,15 +1,18 @@
-// H² matrices on the CUDA backend: the device mirror (h2_upload, h2_download), the argument checks
-// and the workspace of h2_gemv, and the dispatch to the kernels (h2_cuda_gemv.cu: the matvec;
-// h2_cuda_orthog.cu, h2_cuda_compress.cu: orthogonalisation and compression). The layouts are
-// H2<T>'s, copied as they are (h2.hpp, Format).
+// H² matrices on the CUDA backend: the device mirror (h2_upload, h2_download) and its dense form
+// (h2_expand on an H2Device, with its kernels below), the argument checks and the workspace of
+// h2_gemv, and the dispatch to the kernels (h2_cuda_gemv.cu: the matvec; h2_cuda_orthog.cu,
+// h2_cuda_compress.cu: orthogonalisation and compression). The layouts are H2<T>'s, copied as they
+// are (h2.hpp, Format).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
 #include <string>
 
 #include "../common/checks.hpp"
+#include "../common/device_scalar.cuh"
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
 #include "covflow/linalg/cuda/stream.hpp"
@@ -177,7 +180,7 @@ const std::vector<int>& index_array(const H2Pairs& p, int which) {
 }
 
 template <class X>
-void to_device(X* device, const std::vector<X>& host, cudaStream_t stream) {
+void upload_array(X* device, const std::vector<X>& host, cudaStream_t stream) {
   if (!host.empty())
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(device, host.data(), host.size() * sizeof(X), cudaMemcpyHostToDevice, stream));
 }
@@ -240,15 +243,15 @@ H2Device<T> allocate(Exec& cuda_exec, const H2<T>& skeleton) {
   H2Device<T> out = DeviceAccess::make<T>(cuda_exec, shape_of(skeleton));
   const cudaStream_t stream = cuda_exec.cuda_context().stream();
   const H2DeviceArrays<T>& d = out.arrays();
-  to_device(const_cast<int*>(d.permutation), skeleton.tree.permutation, stream);
-  to_device(const_cast<int*>(d.node_begin), skeleton.tree.node_begin, stream);
-  to_device(const_cast<int*>(d.node_end), skeleton.tree.node_end, stream);
+  upload_array(const_cast<int*>(d.permutation), skeleton.tree.permutation, stream);
+  upload_array(const_cast<int*>(d.node_begin), skeleton.tree.node_begin, stream);
+  upload_array(const_cast<int*>(d.node_end), skeleton.tree.node_end, stream);
   const H2Pairs* lists[2] = {&skeleton.couplings, &skeleton.dense_pairs};
   const H2DevicePairs* device_lists[2] = {&d.couplings, &d.dense_pairs};
   for (int i = 0; i < 2; ++i) {
     const int* targets[5] = {device_lists[i]->row, device_lists[i]->col, device_lists[i]->row_ptr,
                              device_lists[i]->col_ptr, device_lists[i]->col_pairs};
-    for (int w = 0; w < 5; ++w) to_device(const_cast<int*>(targets[w]), index_array(*lists[i], w), stream);
+    for (int w = 0; w < 5; ++w) upload_array(const_cast<int*>(targets[w]), index_array(*lists[i], w), stream);
   }
   return out;
 }
@@ -286,6 +289,229 @@ H2Device<T> resized(Exec& cuda_exec, const H2Device<T>& from, const std::vector<
   return out;
 }
 
+// ---- the expansion into a dense matrix (h2_expand on an H2Device) ----------------------------
+//
+// What the CPU's h2_expand does (h2_cpu.cpp), one batched launch per step and level, bottom-up:
+//   leaf_rows_kernel      U_L, the leaves' bases as one n × k_L matrix in tree order (ld n: node
+//                         t's rows are [begin_t, end_t));
+//   basis_up_kernel       U_l from U_{l+1}: the rows of child c are U_{l+1}(c)·E_c (the nested
+//                         bases, Boukaram, Turkiyyah & Keyes 2019, the representation section);
+//   coupling_left_kernel  W_q = U_t·S_ts for each coupling pair q = (t, s) of the level;
+//   coupling_block_kernel A(t, s) = W_q·U_sᴴ into its place in the caller's order, and its
+//                         conjugate transpose into the mirrored place;
+//   dense_block_kernel    each dense block into its place, and (off the diagonal) its mirror.
+// Every kernel is one thread per output element, grid-strided, no shared memory: thread (r, p)
+// of a node owns row r of the node's output (its sum over k terms in registers); consecutive
+// threads take consecutive rows, so the reads of U and W are coalesced and S and the other side's
+// basis row are broadcast; the writes to the caller's order go through the permutation
+// (scattered). A test and diagnostics helper: O(n²·k) work, bound by those scattered writes.
+// Each element of A belongs to exactly one stored block or its mirror, so no two threads write
+// the same element, and every element of the n × n is written.
+// The host knows no node's size (the tree lives on the device), so a level's kernels run over a
+// bound: a node of level l holds at most cap_l = min(n, m·2^{L−l}) points (2^{L−l} leaves of at
+// most m), and threads past a node's size do nothing.
+namespace {
+
+using std::int64_t;
+constexpr int kExpandThreads = 256;
+
+unsigned expand_blocks(long long total) {
+  return static_cast<unsigned>(std::clamp((total + kExpandThreads - 1) / kExpandThreads, 1LL, 1LL << 20));
+}
+
+#define COVFLOW_H2_EXPAND_STRIDE(e, total)                                                          \
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < (total); \
+       e += static_cast<long long>(gridDim.x) * blockDim.x)
+
+__host__ __device__ inline long long heap_index(int level, long long t) { return (1LL << level) - 1 + t; }
+
+// The most points a node of `level` holds (the bound above).
+int64_t node_cap(const H2DeviceShape& s, int level) {
+  int64_t cap = s.leaf_capacity;
+  for (int l = s.depth; l > level && cap < s.n; --l) cap *= 2;
+  return std::min(cap, s.n);
+}
+
+// U_L[begin_t + r, p] = leaf_basis of leaf t [r, p], r < the leaf's size.
+template <class D>
+__global__ void leaf_rows_kernel(const int* node_begin, const int* node_end, int depth, long long leaves, long long m, int k,
+                                 const D* leaf_basis, long long n, D* u) {
+  const long long per_leaf = m * k;
+  COVFLOW_H2_EXPAND_STRIDE(e, leaves * per_leaf) {
+    const long long t = e / per_leaf, within = e % per_leaf, r = within % m, p = within / m;
+    const long long heap = heap_index(depth, t);
+    const int begin = node_begin[heap];
+    if (r < node_end[heap] - begin) u[begin + r + p * n] = leaf_basis[e];
+  }
+}
+
+// U_l[begin_c + r, p] = Σ_q U_{l+1}[begin_c + r, q]·E_c[q, p] for child c of `child_level` (its
+// transfer kc × kp at transfer + c·kc·kp); zero when kc = 0.
+template <class D>
+__global__ void basis_up_kernel(const int* node_begin, const int* node_end, int child_level, long long children, long long cap,
+                                int kc, int kp, const D* transfer, const D* child_u, long long n, D* u) {
+  const long long per_child = cap * kp;
+  COVFLOW_H2_EXPAND_STRIDE(e, children * per_child) {
+    const long long c = e / per_child, within = e % per_child, r = within % cap, p = within / cap;
+    const long long heap = heap_index(child_level, c);
+    const int begin = node_begin[heap];
+    if (r >= node_end[heap] - begin) continue;
+    const D* ec = transfer + c * kc * kp;
+    D sum = from_real<D>(sreal_t<D>(0));
+    for (int q = 0; q < kc; ++q) sum = fma_(sum, child_u[begin + r + q * n], ec[q + static_cast<long long>(p) * kc]);
+    u[begin + r + p * n] = sum;
+  }
+}
+
+// W_q[r, b] = Σ_a U_l[begin_t + r, a]·S_q[a, b], cap × k per pair (ld cap), r < t's size; pair q
+// is the level's (first + q)-th, its S at coupling + q·k².
+template <class D>
+__global__ void coupling_left_kernel(const int* node_begin, const int* node_end, int level, const int* pair_row, int first,
+                                     long long pairs, long long cap, int k, const D* coupling, const D* u, long long n, D* w) {
+  const long long per_pair = cap * k;
+  COVFLOW_H2_EXPAND_STRIDE(e, pairs * per_pair) {
+    const long long q = e / per_pair, within = e % per_pair, r = within % cap, b = within / cap;
+    const long long heap = heap_index(level, pair_row[first + q]);
+    const int begin = node_begin[heap];
+    if (r >= node_end[heap] - begin) continue;
+    const D* s = coupling + q * k * k;
+    D sum = from_real<D>(sreal_t<D>(0));
+    for (int a = 0; a < k; ++a) sum = fma_(sum, u[begin + r + static_cast<long long>(a) * n], s[a + b * k]);
+    w[e] = sum;
+  }
+}
+
+// A(perm[begin_t + r], perm[begin_s + c]) = Σ_b W_q[r, b]·conj(U_l[begin_s + c, b]) and its
+// mirror the conjugate; zero when k = 0 (a coupling of a rank-0 level stands for a zero block).
+template <class D>
+__global__ void coupling_block_kernel(const int* node_begin, const int* node_end, int level, const int* pair_row,
+                                      const int* pair_col, int first, long long pairs, long long cap, int k, const D* w,
+                                      const D* u, long long n, const int* permutation, D* out, long long ld) {
+  const long long per_pair = cap * cap;
+  COVFLOW_H2_EXPAND_STRIDE(e, pairs * per_pair) {
+    const long long q = e / per_pair, within = e % per_pair, r = within % cap, c = within / cap;
+    const long long heap_t = heap_index(level, pair_row[first + q]), heap_s = heap_index(level, pair_col[first + q]);
+    const int begin_t = node_begin[heap_t], begin_s = node_begin[heap_s];
+    if (r >= node_end[heap_t] - begin_t || c >= node_end[heap_s] - begin_s) continue;
+    const D* wq = w + q * cap * k;
+    D sum = from_real<D>(sreal_t<D>(0));
+    for (int b = 0; b < k; ++b) sum = fma_conj(sum, u[begin_s + c + static_cast<long long>(b) * n], wq[r + b * cap]);
+    const long long i = permutation[begin_t + r], j = permutation[begin_s + c];
+    out[i + j * ld] = sum;
+    out[j + i * ld] = conj_of(sum);
+  }
+}
+
+// The dense blocks (level L, m × m each, ld m) into their places; off the diagonal also the
+// mirror. A diagonal block is stored whole and written once.
+template <class D>
+__global__ void dense_block_kernel(const int* node_begin, const int* node_end, int depth, const int* pair_row,
+                                   const int* pair_col, int first, long long pairs, long long m, const D* dense,
+                                   const int* permutation, D* out, long long ld) {
+  const long long per_pair = m * m;
+  COVFLOW_H2_EXPAND_STRIDE(e, pairs * per_pair) {
+    const long long q = e / per_pair, within = e % per_pair, r = within % m, c = within / m;
+    const int t = pair_row[first + q], s = pair_col[first + q];
+    const long long heap_t = heap_index(depth, t), heap_s = heap_index(depth, s);
+    const int begin_t = node_begin[heap_t], begin_s = node_begin[heap_s];
+    if (r >= node_end[heap_t] - begin_t || c >= node_end[heap_s] - begin_s) continue;
+    const D v = dense[e];
+    const long long i = permutation[begin_t + r], j = permutation[begin_s + c];
+    out[i + j * ld] = v;
+    if (t != s) out[j + i * ld] = conj_of(v);
+  }
+}
+
+#undef COVFLOW_H2_EXPAND_STRIDE
+
+// The first level with couplings: the expansion builds the bases from the leaves up to it (those
+// above are not used); depth + 1 when there are none.
+int top_level(const H2DeviceShape& s) {
+  for (int l = 0; l <= s.depth; ++l)
+    if (s.coupling_count(l) > 0) return l;
+  return s.depth + 1;
+}
+
+}  // namespace
+
+// The expansion's scratch: U_l of two adjacent levels (n × max k_l each, tree order, ld n) and the
+// W_q of one level's pairs (pairs_l × cap_l × k_l, the largest level).
+template <class T>
+struct ExpandScratch {
+  T* basis[2] = {nullptr, nullptr};
+  T* w = nullptr;
+  std::size_t bytes = 0;
+
+  ExpandScratch(const H2DeviceShape& s, std::byte* base) {
+    Carve carve(base);
+    const int top = top_level(s);
+    int64_t k_max = 0, w_max = 0;
+    for (int l = top; l <= s.depth; ++l) {
+      const int64_t k = s.rank[static_cast<std::size_t>(l)];
+      k_max = std::max(k_max, k);
+      w_max = std::max(w_max, int64_t{s.coupling_count(l)} * node_cap(s, l) * k);
+    }
+    basis[0] = carve.take<T>(s.n * k_max);
+    basis[1] = carve.take<T>(s.n * k_max);
+    w = carve.take<T>(w_max);
+    bytes = carve.bytes();
+  }
+};
+
+// A_H into `out` (checked: one n × n matrix on the device) on context's stream, in the workspace
+// carved as ExpandScratch.
+template <class T>
+void expand(CudaContext& context, const H2Device<T>& a, Batch<T> out, std::byte* workspace) {
+  using D = device_t<T>;
+  const cudaStream_t stream = context.stream();
+  const H2DeviceShape& s = a.shape();
+  const H2DeviceArrays<T>& d = a.arrays();
+  const ExpandScratch<T> scratch(s, workspace);
+  const int depth = s.depth, top = top_level(s);
+  const int64_t n = s.n, m = s.leaf_capacity;
+  D* target = dev(out.data);
+  const long long ld = out.ld;
+  auto k = [&](int l) { return s.rank[static_cast<std::size_t>(l)]; };
+
+  for (int l = depth; l >= top; --l) {
+    D* u = dev(scratch.basis[l % 2]);
+    const D* child_u = dev(scratch.basis[(l + 1) % 2]);
+    if (l == depth) {
+      if (const long long total = s.nodes(depth) * m * k(depth); total > 0) {
+        leaf_rows_kernel<D><<<expand_blocks(total), kExpandThreads, 0, stream>>>(
+            d.node_begin, d.node_end, depth, s.nodes(depth), m, k(depth), dev(d.leaf_basis), n, u);
+        COVFLOW_CHECK_LAUNCH();
+      }
+    } else if (const long long cap = node_cap(s, l + 1), total = s.nodes(l + 1) * cap * k(l); total > 0) {
+      basis_up_kernel<D><<<expand_blocks(total), kExpandThreads, 0, stream>>>(
+          d.node_begin, d.node_end, l + 1, s.nodes(l + 1), cap, k(l + 1), k(l),
+          dev(d.transfer) + s.transfer_offset[static_cast<std::size_t>(l) + 1], child_u, n, u);
+      COVFLOW_CHECK_LAUNCH();
+    }
+    const long long pairs = s.coupling_count(l), cap = node_cap(s, l);
+    if (pairs == 0) continue;
+    const int first = s.coupling_level_ptr[static_cast<std::size_t>(l)];
+    D* w = dev(scratch.w);
+    if (const long long total = pairs * cap * k(l); total > 0) {
+      coupling_left_kernel<D><<<expand_blocks(total), kExpandThreads, 0, stream>>>(
+          d.node_begin, d.node_end, l, d.couplings.row, first, pairs, cap, k(l),
+          dev(d.coupling) + s.coupling_offset[static_cast<std::size_t>(l)], u, n, w);
+      COVFLOW_CHECK_LAUNCH();
+    }
+    coupling_block_kernel<D><<<expand_blocks(pairs * cap * cap), kExpandThreads, 0, stream>>>(
+        d.node_begin, d.node_end, l, d.couplings.row, d.couplings.col, first, pairs, cap, k(l), w, u, n, d.permutation,
+        target, ld);
+    COVFLOW_CHECK_LAUNCH();
+  }
+  if (const long long pairs = s.dense_count(); pairs > 0) {
+    const int first = s.dense_level_ptr[static_cast<std::size_t>(depth)];
+    dense_block_kernel<D><<<expand_blocks(pairs * m * m), kExpandThreads, 0, stream>>>(
+        d.node_begin, d.node_end, depth, d.dense_pairs.row, d.dense_pairs.col, first, pairs, m, dev(d.dense), d.permutation,
+        target, ld);
+    COVFLOW_CHECK_LAUNCH();
+  }
+}
+
 }  // namespace detail::h2_cuda
 
 template <class T>
@@ -296,10 +522,10 @@ H2Device<T> h2_upload(Exec& cuda_exec, const H2<T>& a) {
   H2Device<T> out = detail::h2_cuda::allocate(cuda_exec, a);
   const cudaStream_t stream = cuda_exec.cuda_context().stream();
   const H2DeviceArrays<T>& d = out.arrays();
-  to_device(const_cast<T*>(d.leaf_basis), a.leaf_basis, stream);
-  to_device(const_cast<T*>(d.transfer), a.transfer, stream);
-  to_device(const_cast<T*>(d.coupling), a.coupling, stream);
-  to_device(const_cast<T*>(d.dense), a.dense, stream);
+  upload_array(const_cast<T*>(d.leaf_basis), a.leaf_basis, stream);
+  upload_array(const_cast<T*>(d.transfer), a.transfer, stream);
+  upload_array(const_cast<T*>(d.coupling), a.coupling, stream);
+  upload_array(const_cast<T*>(d.dense), a.dense, stream);
   return out;
 }
 
@@ -348,6 +574,26 @@ H2<T> h2_download(Exec& cuda_exec, const H2Device<T>& a) {
   to_host(out.dense, d.dense, static_cast<std::size_t>(s.dense_count()) * m * m, stream);
   COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));
   return out;
+}
+
+template <class T>
+std::size_t h2_expand_workspace(const Exec& cuda_exec, const H2Device<T>& a) {
+  constexpr const char* op = "h2_expand_workspace";
+  require_cuda(cuda_exec, op);
+  if (a.empty()) fail(op, "A is an empty H2Device (default-constructed or moved from)");
+  return detail::h2_cuda::ExpandScratch<T>(a.shape(), nullptr).bytes;
+}
+
+template <class T>
+void h2_expand(Exec& cuda_exec, const H2Device<T>& a, Batch<T> out) {
+  constexpr const char* op = "h2_expand";
+  require_cuda(cuda_exec, op);
+  require_device_h2(cuda_exec, a, op);
+  require_vectors(cuda_exec, out, a.shape().n, a.shape().n, op, "out");
+  CudaContext& context = cuda_exec.cuda_context();
+  context.make_current();
+  auto* workspace = static_cast<std::byte*>(context.workspace().acquire(h2_expand_workspace<T>(cuda_exec, a)));
+  detail::h2_cuda::expand<T>(context, a, out, workspace);
 }
 
 template <class T>
@@ -437,6 +683,8 @@ H2CompressReport h2_compress(Exec& cuda_exec, H2Device<T>& a, double tol) {
                                                H2CompressReport*);                                               \
   template H2Device<T> h2_upload<T>(Exec&, const H2<T>&);                                       \
   template H2<T> h2_download<T>(Exec&, const H2Device<T>&);                                     \
+  template std::size_t h2_expand_workspace<T>(const Exec&, const H2Device<T>&);                 \
+  template void h2_expand<T>(Exec&, const H2Device<T>&, Batch<T>);                              \
   template std::size_t h2_gemv_workspace<T>(const Exec&, const H2Device<T>&, std::int64_t);     \
   template void h2_gemv<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>);                  \
   template std::vector<H2PhaseTime> h2_gemv_phases<T>(Exec&, T, const H2Device<T>&, Batch<const T>, T, Batch<T>); \

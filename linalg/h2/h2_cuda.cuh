@@ -1,9 +1,9 @@
-// Internal: what the CUDA H² files share (h2_cuda.cu: upload, download, checks and dispatch;
-// h2_cuda_gemv.cu: the matvec's kernels; h2_cuda_build.cu: the construction from geometry;
-// h2_cuda_dense.cu: the construction from a dense matrix; h2_cuda_orthog.cu and h2_cuda_compress.cu:
-// the orthogonalisation and the compression) — the workspace carving and the kernel-side entry
-// points. h2_cuda.cu checks the arguments and takes the workspace; the entry points trust what was
-// checked.
+// Internal: what the CUDA H² files share (h2_cuda.cu: upload, download, the expansion into a dense
+// matrix, checks and dispatch; h2_cuda_gemv.cu: the matvec's kernels; h2_cuda_build.cu: the
+// construction from geometry; h2_cuda_dense.cu: the construction from a dense matrix;
+// h2_cuda_orthog.cu and h2_cuda_compress.cu: the orthogonalisation and the compression) — the
+// workspace carving and the kernel-side entry points. h2_cuda.cu checks the arguments and takes
+// the workspace; the entry points trust what was checked.
 #pragma once
 
 #include <algorithm>

@@ -13,8 +13,8 @@
 // Beyond those: complex elements, the Hermitian (not only real symmetric) form and a radar
 // clutter kernel. The operations of this first part run on the CPU backend (on a CUDA Exec they throw
 // Unavailable naming themselves); the device mirror H2Device<T>, holding the same flat arrays, and
-// its construction (from geometry and from a dense matrix), orthogonalisation, compression and
-// matvec are declared at the end (CUDA builds).
+// its construction (from geometry and from a dense matrix), orthogonalisation, compression,
+// matvec and expansion are declared at the end (CUDA builds).
 //
 // Format (Hermitian: one basis tree, U = V, and S_st = S_tsᴴ):
 //   Cluster tree. A binary tree with every leaf at one depth L, built level by level: every node
@@ -219,7 +219,7 @@ template <class T>
 void h2_gemv(Exec& exec, T alpha, const H2<T>& a, Batch<const T> x, T beta, Batch<T> y);
 
 // The dense n × n matrix A_H (both triangles) in the caller's point order; out is one matrix
-// (count 1), every element written. For tests and small n.
+// (count 1), every element written. For tests and small n. (On an H2Device: the overload at the end.)
 template <class T>
 void h2_expand(Exec& exec, const H2<T>& a, Batch<T> out);
 
@@ -295,8 +295,8 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 // CUDA. What exists on the GPU now: h2_build_device (the construction from geometry, the same
 // matrix as h2_build), h2_from_dense_device (the construction from a dense matrix), h2_upload (an
 // H2<T> built on the CPU → an H2Device<T>), h2_download (back, for tests and checks), and h2_gemv,
-// h2_orthogonalize and h2_compress on an H2Device<T>. Expansion runs on the CPU only (download
-// first). Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
+// h2_orthogonalize, h2_compress and h2_expand (the dense matrix, for tests) on an H2Device<T>.
+// Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
 //
 // The construction on the device (h2_build_device): the tree, the block tree, the ranks, the
 // offsets and the Chebyshev nodes of every box are built on the host exactly as h2_build builds
@@ -327,6 +327,17 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 // Workspace (bytes, taken from exec.workspace(); s = sizeof(T), each part rounded up to 256):
 //   h2_gemv_workspace = s·nvec·(2^L·m + 2·Σ_l 2^l·k_l)   (X in leaf blocks, x̂ and ŷ of every level)
 // Reserve it once (exec.workspace().reserve) and h2_gemv never allocates.
+//
+// The expansion on the device (h2_expand on an H2Device; for tests and diagnostics: the n × n
+// matrix is O(n²)): the CPU h2_expand's steps, one launch per step and level — the leaves' bases
+// as one n × k_L matrix in tree order, then level by level upward the nested bases
+// U_t = [U_{2t}·E_{2t}; U_{2t+1}·E_{2t+1}] (n × k_l, from the level below), and at each level with
+// couplings W = U_t·S_ts per pair and the block W·U_sᴴ with its conjugate transpose scattered to
+// the caller's order; then the dense blocks and their mirrors. One thread per output element;
+// O(n²·k) work. Workspace (bytes, from exec.workspace(); c_l = min(n, m·2^{L−l}), the most points a
+// node of level l can hold, C_l its coupling pairs; over the levels from the leaves up to the first
+// with couplings, each part rounded up to 256):
+//   h2_expand_workspace = s·(2·n·max_l k_l + max_l C_l·c_l·k_l)
 //
 // Orthogonalisation and compression on the device (Boukaram, Turkiyyah & Keyes 2019, H2Opus's
 // horthog and hcompress): the CPU's algorithms (h2_orthogonalize, h2_compress above), each per-node
@@ -474,6 +485,20 @@ std::size_t h2_gemv_workspace(const Exec& cuda_exec, const H2Device<T>& a, std::
 // alive, and X unchanged, until the stream has passed the call.
 template <class T>
 void h2_gemv(Exec& cuda_exec, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y);
+
+// Bytes of scratch h2_expand takes from exec.workspace() (formula above).
+template <class T>
+std::size_t h2_expand_workspace(const Exec& cuda_exec, const H2Device<T>& a);
+
+// The dense n × n matrix A_H held by `a` (both triangles) in the caller's point order, on the
+// device: what the CPU h2_expand gives for h2_download(a), up to rounding (the bases' products
+// summed in another order). `out` is one matrix (count 1) of n × n in device memory, ld ≥ n; every
+// element of the n × n is written, nothing between n and ld. Queued on the Exec's stream, scratch
+// from exec.workspace() (h2_expand_workspace; it grows when smaller); no host synchronisation.
+// `a` must stay alive until the stream has passed the call. Throws InvalidArgument for a CPU Exec,
+// an empty H2Device (or one of another device), or `out` not n × n in device memory.
+template <class T>
+void h2_expand(Exec& cuda_exec, const H2Device<T>& a, Batch<T> out);
 
 // Diagnostics for performance work: h2_gemv once, with a CUDA event after each of its phases
 // (gather, upsweep, the couplings of each level, downsweep, leaves), then a synchronisation; the
