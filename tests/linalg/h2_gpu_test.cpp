@@ -1,22 +1,28 @@
-// H² matrices on the CUDA backend: h2_upload / h2_download and h2_gemv on the device, checked
-// against the CPU h2_gemv of the same H2 (the reference backend, itself checked against the
-// expanded and the kernel matrices in h2_test). Every element type; real types with the Matérn 3/2
-// and exponential kernels, complex ones with the radar clutter kernel, all with a nugget; nvec 1, 3
-// and 16; α/β with β = 0 on a NaN-poisoned Y; after h2_compress (ranks differ per level); on trees
-// with empty nodes (coincident points); the round trip bit for bit; the argument errors.
+// H² matrices on the CUDA backend: h2_upload / h2_download, h2_gemv and h2_expand on the device,
+// checked against the CPU h2_gemv and h2_expand of the same H2 (the reference backend, itself
+// checked against the expanded and the kernel matrices in h2_test). Every element type; real types
+// with the Matérn 3/2 and exponential kernels, complex ones with the radar clutter kernel, all with
+// a nugget; nvec 1, 3 and 16; α/β with β = 0 on a NaN-poisoned Y; after h2_compress (ranks differ
+// per level); on trees with empty nodes (coincident points); the round trip bit for bit; the
+// argument errors. The expansion also on 1-D and 3-D points, a single leaf (no couplings), a leaf
+// smaller than the rank, and an H2Device built and compressed on the device.
 //
 // Tolerance: the GPU and the CPU sum the same products in other orders (and the GPU with fused
 // multiply-adds), so they differ by rounding: ‖Y_gpu − Y_cpu‖_F ≤ c·n·ε·(|α|·‖A·X‖_F + |β|·‖Y₀‖_F)
 // with c = 0.1 (kRoundingFactor): on an H100 the worst seen was 0.003 (n = 3500) and 0.0006
 // (n = 20000), so a wrong or missing block (an O(1) or O(1/√blocks) change) cannot hide in it.
+// The expansions likewise: ‖E_gpu − E_cpu‖_F ≤ c·n·ε·‖E_cpu‖_F, every element of E_gpu written
+// (the output NaN-poisoned first) and nothing between n and ld.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstring>
 #include <iostream>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "covflow/linalg/cuda/context.hpp"
@@ -145,6 +151,44 @@ class H2Gpu : public test::GpuTest {
     std::cout << ", worst ‖Y_gpu − Y_cpu‖ " << worst << " n·ε (bound " << kRoundingFactor << ")\n";
   }
 
+  // h2_expand of `device` on the GPU (ld = n + 5, the whole array NaN-poisoned first, the
+  // workspace reserved beforehand and checked not to grow) against h2_expand of `a` on the CPU;
+  // ‖E_gpu − E_cpu‖_F/‖E_cpu‖_F in units of n·ε.
+  double compare_expansion(const H2<T>& a, const H2Device<T>& device, const std::string& what) {
+    const std::int64_t n = a.tree.n, ld = n + 5;
+    const std::vector<T> e_cpu = expand(cpu_, a);
+    const cudaStream_t stream = gpu().cuda_context().stream();
+    const std::vector<T> poisoned(static_cast<std::size_t>(ld * n), test::poison<T>());
+    cuda::DeviceBuffer<T> out(poisoned.size());
+    out.upload(poisoned, stream);
+    gpu().workspace().reserve(h2_expand_workspace<T>(gpu(), device));
+    const std::size_t growths = gpu().workspace().growth_count();
+    h2_expand<T>(gpu(), device, Batch<T>{out.data(), n, n, ld, ld * n, 1});
+    EXPECT_EQ(gpu().workspace().growth_count(), growths) << what << ": h2_expand grew a reserved workspace";
+    std::vector<T> got(out.size());
+    out.download(got, stream);
+    gpu().synchronize();
+
+    std::int64_t unwritten = 0, padding_written = 0;
+    double diff = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const cd g(got[static_cast<std::size_t>(i + j * ld)]);
+        unwritten += !(std::isfinite(g.real()) && std::isfinite(g.imag()));
+        diff += std::norm(g - cd(e_cpu[static_cast<std::size_t>(i + j * n)]));
+      }
+      for (std::int64_t i = n; i < ld; ++i) padding_written += !std::isnan(std::real(cd(got[static_cast<std::size_t>(i + j * ld)])));
+    }
+    EXPECT_EQ(unwritten, 0) << what << ": elements of the n × n left unwritten (NaN) or non-finite";
+    EXPECT_EQ(padding_written, 0) << what << ": rows between n and ld written";
+    const double relative = std::sqrt(diff) / norm(e_cpu) / (static_cast<double>(n) * eps<T>());
+    EXPECT_LE(relative, kRoundingFactor) << what << ": ‖E_gpu − E_cpu‖_F/‖E_cpu‖_F in n·ε";
+    std::cout << "  expand, " << what << ": n " << n << ", depth " << a.tree.depth << ", ranks";
+    for (int k : a.rank) std::cout << " " << k;
+    std::cout << "; ‖E_gpu − E_cpu‖_F/‖E_cpu‖_F " << relative << " n·ε (bound " << kRoundingFactor << ")\n";
+    return relative;
+  }
+
   Exec cpu_ = Exec::cpu(0);
   std::mt19937_64 rng_;
 };
@@ -247,6 +291,66 @@ TYPED_TEST(H2Gpu, InPlaceAndEmpty) {
   EXPECT_LE(std::sqrt(diff) / fro(expected, n, nvec, n), kRoundingFactor * static_cast<double>(n) * eps<T>());
 }
 
+// ---- h2_expand on the device --------------------------------------------------------------------
+
+// Uploaded CPU builds: 2-D as built and after compression (ranks differ per level; tol 100 lets
+// every node drop its whole weight, τ² ≥ ‖A‖_F², so every rank is 0 and the couplings stand for
+// zero blocks), coincident points (empty nodes), 1-D and
+// 3-D points, a leaf smaller than the rank (leaf bases wider than tall), and a single leaf (depth 0:
+// one dense block, no couplings).
+TYPED_TEST(H2Gpu, ExpandMatchesCpu) {
+  using T = TypeParam;
+  const Problem<T> pr = problem<T>();
+  const double extent = pr.extent;
+  struct Case {
+    std::string what;
+    std::vector<double> points;
+    int dim;
+    H2Options options;
+    double tol;  // h2_compress after the build when > 0
+  };
+  std::vector<double> coincident = uniform_points(2000, 2, extent, this->rng_);
+  for (std::size_t i = 0; i < 800; ++i) coincident[2 * i] = 0.1 * extent, coincident[2 * i + 1] = 0.2 * extent;
+  const double tol = std::is_same_v<real_t<T>, float> ? 1e-3 : 1e-6;
+  const std::vector<Case> cases = {
+      {"2-D", uniform_points(2500, 2, extent, this->rng_), 2, pr.options, 0},
+      {"2-D compressed", uniform_points(3000, 2, extent, this->rng_), 2, pr.options, tol},
+      {"2-D compressed to 0.3", uniform_points(2000, 2, extent, this->rng_), 2, pr.options, 0.3},
+      {"2-D compressed to rank 0", uniform_points(2000, 2, extent, this->rng_), 2, pr.options, 100.0},
+      {"coincident points", coincident, 2, pr.options, 0},
+      {"1-D", uniform_points(1500, 1, 2 * extent, this->rng_), 1, H2Options{32, 1.0, 8, 0.3}, 0},
+      {"3-D", uniform_points(2000, 3, extent, this->rng_), 3, H2Options{64, 1.0, 3, 0.3}, 0},
+      {"leaf 16 < rank 49", uniform_points(1200, 2, extent, this->rng_), 2, H2Options{16, 1.0, 7, 0.3}, 0},
+      {"one leaf", uniform_points(50, 2, extent, this->rng_), 2, pr.options, 0},
+  };
+  double worst = 0;
+  for (const Case& c : cases) {
+    H2<T> a = h2_build<T>(this->cpu_, c.points, c.dim, pr.spec, c.options);
+    if (c.tol > 0) h2_compress(this->cpu_, a, c.tol);
+    if (c.what == "one leaf") {
+      EXPECT_EQ(a.tree.depth, 0) << "the case tests nothing new";
+    }
+    if (c.tol > 1) {
+      EXPECT_EQ(*std::max_element(a.rank.begin(), a.rank.end()), 0) << "the case tests nothing new";
+    }
+    const H2Device<T> device = h2_upload(this->gpu(), a);
+    worst = worse(worst, this->compare_expansion(a, device, c.what));
+  }
+  std::cout << "  worst ‖E_gpu − E_cpu‖_F/‖E_cpu‖_F " << worst << " n·ε\n";
+}
+
+// An H2Device that never was an H2 on the host: built and compressed on the device, expanded there,
+// against the CPU's expansion of its download.
+TYPED_TEST(H2Gpu, ExpandOfDeviceBuiltAndCompressedMatchesCpu) {
+  using T = TypeParam;
+  const Problem<T> pr = problem<T>();
+  const std::vector<double> points = uniform_points(3000, 2, pr.extent, this->rng_);
+  H2Device<T> device = h2_build_device<T>(this->gpu(), points, 2, pr.spec, pr.options);
+  this->compare_expansion(h2_download(this->gpu(), device), device, "built on the device");
+  h2_compress(this->gpu(), device, std::is_same_v<real_t<T>, float> ? 1e-3 : 1e-6);
+  this->compare_expansion(h2_download(this->gpu(), device), device, "compressed on the device");
+}
+
 TEST(H2GpuErrors, BadArgumentsThrowInvalidArgumentNamingThem) {
   COVFLOW_SKIP_WITHOUT_DEVICE();
   Exec& gpu = test::GpuTest::gpu();
@@ -285,6 +389,18 @@ TEST(H2GpuErrors, BadArgumentsThrowInvalidArgumentNamingThem) {
       "h2_gemv: A is an empty H2Device");
   test::expect_invalid_argument([&] { h2_download(gpu, none); }, "h2_download: A is an empty H2Device");
   test::expect_invalid_argument([&] { h2_gemv_workspace<f64>(gpu, device, -1); }, "h2_gemv_workspace: nvec -1");
+
+  cuda::DeviceBuffer<f64> dense(400 * 400);
+  std::vector<f64> dense_host(400 * 400);
+  test::expect_invalid_argument([&] { h2_expand<f64>(cpu, device, Batch<f64>::packed(dense.data(), 400, 400, 1)); },
+                                "h2_expand: exec must be a CUDA Exec");
+  test::expect_invalid_argument([&] { h2_expand<f64>(gpu, none, Batch<f64>::packed(dense.data(), 400, 400, 1)); },
+                                "h2_expand: A is an empty H2Device");
+  test::expect_invalid_argument([&] { h2_expand<f64>(gpu, device, Batch<f64>::packed(dense.data(), 400, 399, 1)); },
+                                "h2_expand: out is 400×399 but A is 400×400");
+  test::expect_invalid_argument([&] { h2_expand<f64>(gpu, device, Batch<f64>::packed(dense_host.data(), 400, 400, 1)); },
+                                "h2_expand: out");
+  test::expect_invalid_argument([&] { h2_expand_workspace<f64>(gpu, none); }, "h2_expand_workspace: A is an empty H2Device");
   gpu.synchronize();
 }
 
