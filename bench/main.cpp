@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
                                        "vectors vs the dense cuBLAS product (not run by `all`)");
   h2->fallthrough();
   h2->add_option("--dtype", settings.dtype, "Element type (default cf64)")->check(CLI::IsMember({"cf64", "f64"}));
-  h2->add_option("--shape", settings.shapes, "Only these N/TOL rows, e.g. 65536/1e-6 (repeatable)");
+  h2->add_option("--shape", settings.shapes, "Only these [exp/|clutter/]N/TOL rows, e.g. 65536/1e-6 or clutter/16384/1e-6 (repeatable)");
   auto* tiny = app.add_subcommand("tiny", "Batched tiny (n ≤ 32) getrf/getrs/potrf/potrs/geqrf vs cuBLAS/cuSOLVER's "
                                            "batched routines, with each row's memory floor (not run by `all`)");
   tiny->fallthrough();  // --json, --reps, --quick … may follow the subcommand
