@@ -309,6 +309,20 @@ class Runner::Placement final : public PlacementObserver {
   std::size_t uploaded_ = 0;  // bytes from 0 already on their way
 };
 
+// The input threw: no more frames are taken from it.
+void Runner::input_failed(FrameInput& input, const std::exception& e) {
+  log_->error("input {} failed: {}; no more frames will be taken from it", input.describe(), e.what());
+  input_ended_ = true;
+}
+
+// Whether the input said it ended (then no more frames are taken from it).
+bool Runner::input_over(FrameInput& input) {
+  if (!input.ended()) return false;
+  input_ended_ = true;
+  log_->info("input {} ended", input.describe());
+  return true;
+}
+
 // Records the input refused as damaged are frames in and dropped, never silent.
 void Runner::note_rejected(FrameInput& input, std::uint64_t& seen) {
   if (const std::uint64_t rejected = input.rejected(); rejected > seen) {
@@ -352,8 +366,7 @@ void Runner::ingest_loop(FrameInput& input) {
         frame = input.next(options_.input_wait);
       }
     } catch (const std::exception& e) {
-      log_->error("input {} failed: {}; no more frames will be taken from it", input.describe(), e.what());
-      input_ended_ = true;
+      input_failed(input, e);
       break;
     }
     note_rejected(input, rejected_seen);
@@ -372,11 +385,7 @@ void Runner::ingest_loop(FrameInput& input) {
       continue;
     }
     if (!frame) {
-      if (input.ended()) {
-        input_ended_ = true;
-        log_->info("input {} ended", input.describe());
-        break;
-      }
+      if (input_over(input)) break;
       continue;
     }
     admit(*frame, take(input.last_timing(), frame->header));
@@ -481,17 +490,12 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
     try {
       claim = input.claim(options_.input_wait);
     } catch (const std::exception& e) {
-      log_->error("input {} failed: {}; no more frames will be taken from it", input.describe(), e.what());
-      input_ended_ = true;
+      input_failed(input, e);
       break;
     }
     note_rejected(input, rejected_seen);
     if (!claim) {
-      if (input.ended()) {
-        input_ended_ = true;
-        log_->info("input {} ended", input.describe());
-        break;
-      }
+      if (input_over(input)) break;
       continue;
     }
     {

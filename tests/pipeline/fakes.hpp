@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "covflow/linalg/exec.hpp"
 #include "covflow/pipeline/frame_input.hpp"
 #include "covflow/pipeline/stage.hpp"
 #include "covflow/replay/frame.hpp"
@@ -36,6 +37,19 @@ inline FrameShape small_shape() {
   s.max_sources = 2;
   return s;
 }
+
+// `n` CPU lanes (an Exec each, one thread), and the pointers a Runner takes.
+struct CpuLanes {
+  std::vector<linalg::Exec> execs;
+  explicit CpuLanes(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) execs.push_back(linalg::Exec::cpu(1));
+  }
+  std::vector<linalg::Exec*> pointers() {
+    std::vector<linalg::Exec*> out;
+    for (auto& e : execs) out.push_back(&e);
+    return out;
+  }
+};
 
 // A snapshot frame of `shape` whose element k is (seq, k).
 inline replay::Frame frame_for(const FrameShape& shape, std::uint64_t seq) {

@@ -19,17 +19,7 @@ using namespace std::chrono_literals;
 using test::FakeStage;
 using test::small_shape;
 
-struct Lanes {
-  std::vector<linalg::Exec> execs;
-  explicit Lanes(std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) execs.push_back(linalg::Exec::cpu(1));
-  }
-  std::vector<linalg::Exec*> pointers() {
-    std::vector<linalg::Exec*> out;
-    for (auto& e : execs) out.push_back(&e);
-    return out;
-  }
-};
+using Lanes = test::CpuLanes;
 
 // The order frames reached a point (the in-sequence stage, the completion callback).
 struct Seen {

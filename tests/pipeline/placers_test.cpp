@@ -21,17 +21,7 @@ using namespace std::chrono_literals;
 using test::FakeStage;
 using test::small_shape;
 
-struct Lanes {
-  std::vector<linalg::Exec> execs;
-  explicit Lanes(std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) execs.push_back(linalg::Exec::cpu(1));
-  }
-  std::vector<linalg::Exec*> pointers() {
-    std::vector<linalg::Exec*> out;
-    for (auto& e : execs) out.push_back(&e);
-    return out;
-  }
-};
+using Lanes = test::CpuLanes;
 
 // Frames 0 … count−1 of small_shape(), claimed in order and placed by whoever calls place().
 // Frame 0's placement waits until frame 1's has begun, and frame 1's finishes first, so frame 1 is

@@ -183,6 +183,8 @@ class Runner {
   void ingest_loop(FrameInput& input);
   void ingest_claims(FrameInput& input, std::size_t placers);
   void note_rejected(FrameInput& input, std::uint64_t& seen);
+  void input_failed(FrameInput& input, const std::exception& e);
+  bool input_over(FrameInput& input);
   FrameSlot* acquire_slot();
   bool refuse_shape(const replay::FrameHeader& h, std::size_t bytes,
                     std::size_t capacity = std::numeric_limits<std::size_t>::max());
