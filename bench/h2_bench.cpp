@@ -251,6 +251,20 @@ std::string ranks_of(const std::vector<int>& ranks) {
 
 // exp rows: h2_build and h2_compress on the CPU (into `a`) and on the GPU (into `on_device`),
 // timed and checked against each other.
+// A matrix made on the device against the CPU's `a` (uploaded), one matvec each: noted as `label`
+// with whether the ranks agree and the two error bounds; the row fails past 2·tol, naming `what`.
+template <class T>
+void note_against_cpu(Row& row, Exec& gpu, const H2Device<T>& on_device, const H2<T>& a, const H2CompressReport& gpu_report,
+                      const H2CompressReport& report, double tol, std::mt19937_64& rng, const std::string& label,
+                      const std::string& what) {
+  const H2Device<T> uploaded = h2_upload<T>(gpu, a);
+  const double d = matvec_difference<T>(gpu, on_device, uploaded, rng);
+  row.notes[label] = fmt::format("{:.1e} (one matvec each; ranks {}; bound {:.2e} vs {:.2e})", d,
+                                 on_device.shape().rank == a.rank ? "equal" : "differ", gpu_report.error_bound,
+                                 report.error_bound);
+  if (!(d <= 2 * tol)) row.fail(fmt::format("{} differs from the CPU's by {:.2e}", what, d));
+}
+
 template <class T>
 void construct_from_kernel(Row& row, const Case& c, const Input& in, Exec& cpu, Exec& gpu, std::mt19937_64& rng, H2<T>& a,
                            H2Device<T>& on_device) {
@@ -292,12 +306,8 @@ void construct_from_kernel(Row& row, const Case& c, const Input& in, Exec& cpu, 
       0, 1);
   row.notes["build + compress (GPU)"] =
       fmt::format("{:.3f} s", (row.times["build (GPU)"].median_ms + row.times["compress (GPU)"].median_ms) / 1e3);
-  const H2Device<T> uploaded = h2_upload<T>(gpu, a);
-  const double d = matvec_difference<T>(gpu, on_device, uploaded, rng);
-  row.notes["GPU compress vs CPU compress"] =
-      fmt::format("{:.1e} (one matvec each; ranks {}; bound {:.2e} vs {:.2e})", d,
-                  on_device.shape().rank == a.rank ? "equal" : "differ", gpu_report.error_bound, report.error_bound);
-  if (!(d <= 2 * c.tol)) row.fail(fmt::format("the device compression differs from the CPU's by {:.2e}", d));
+  note_against_cpu(row, gpu, on_device, a, gpu_report, report, c.tol, rng, "GPU compress vs CPU compress",
+                   "the device compression");
 }
 
 // clutter rows: the dense matrix on the GPU (into `dense`, the caller's order), then h2_from_dense
@@ -343,12 +353,8 @@ void construct_from_dense(Row& row, const Case& c, const Input& in, Exec& cpu, E
         gpu.synchronize();
       },
       1, 3);
-  const H2Device<T> uploaded = h2_upload<T>(gpu, a);
-  const double d = matvec_difference<T>(gpu, on_device, uploaded, rng);
-  row.notes["GPU from dense vs CPU from dense"] =
-      fmt::format("{:.1e} (one matvec each; ranks {}; bound {:.2e} vs {:.2e})", d,
-                  on_device.shape().rank == a.rank ? "equal" : "differ", gpu_report.error_bound, report.error_bound);
-  if (!(d <= 2 * c.tol)) row.fail(fmt::format("the device's construction from the dense matrix differs from the CPU's by {:.2e}", d));
+  note_against_cpu(row, gpu, on_device, a, gpu_report, report, c.tol, rng, "GPU from dense vs CPU from dense",
+                   "the device's construction from the dense matrix");
 }
 
 // Multiply-adds of one matvec per vector, from the stored blocks: every basis, transfer and

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <exception>
 #include <stdexcept>
@@ -417,7 +416,9 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
   };
   std::mutex mutex;
   std::condition_variable changed;
-  std::deque<Job> jobs;
+  // Claimed frames waiting for a placer: a ring of `placers` (no more are ever open), made once.
+  std::vector<Job> jobs(placers);
+  std::size_t first_job = 0, waiting = 0;
   std::size_t open = 0;  // claimed and not yet admitted
   std::uint64_t claimed = 0, next_turn = 1;
   bool closing = false;
@@ -428,10 +429,11 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
       Job job;
       {
         std::unique_lock lock(mutex);
-        changed.wait(lock, [&] { return closing || !jobs.empty(); });
-        if (jobs.empty()) return;
-        job = std::move(jobs.front());
-        jobs.pop_front();
+        changed.wait(lock, [&] { return closing || waiting > 0; });
+        if (waiting == 0) return;
+        job = jobs[first_job];
+        first_job = (first_job + 1) % placers;
+        --waiting;
       }
       const auto& h = job.claim.header;
       std::string problem;
@@ -502,7 +504,7 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
       std::unique_lock lock(mutex);
       changed.wait(lock, [&] { return open < placers; });
       ++open;
-      jobs.push_back(Job{.slot = held, .claim = std::move(*claim), .turn = ++claimed});
+      jobs[(first_job + waiting++) % placers] = Job{.slot = held, .claim = *claim, .turn = ++claimed};
     }
     changed.notify_all();
     held = nullptr;

@@ -24,8 +24,8 @@ using test::small_shape;
 using Lanes = test::CpuLanes;
 
 // Frames 0 … count−1 of small_shape(), claimed in order and placed by whoever calls place().
-// Frame 0's placement waits until frame 1's has begun, and frame 1's finishes first, so frame 1 is
-// placed before frame 0 and must still be admitted after it. Sequences in `refuse` are refused
+// Frame 1's placement begins only once frame 0's has, and frame 0's waits until frame 1's has
+// finished: the two overlap, frame 1 is placed first and must still be admitted after frame 0. Sequences in `refuse` are refused
 // when placed; `oversize` gets a header whose payload no slot holds. It also serves next_into()
 // (one at a time) for a runner that places on its ingest thread.
 class ClaimingInput final : public FrameInput {
@@ -68,8 +68,15 @@ class ClaimingInput final : public FrameInput {
       std::unique_lock lock(mutex_);
       ++placing_;
       most_at_once_ = std::max(most_at_once_, placing_);
+      if (seq == 0) first_begun_ = true;
       if (seq == 1) second_begun_ = true;
       changed_.notify_all();
+      // Frame 1 begins only once frame 0 has (so the two are placed at the same time), and frame 0
+      // ends only once frame 1 has: a runner placing one frame at a time would wait here forever.
+      if (seq == 1 && wait_for_second_ && !changed_.wait_for(lock, 60s, [&] { return first_begun_; })) {
+        --placing_;
+        return "frame 0 was never placed while frame 1 was (placements do not overlap)";
+      }
       if (seq == 0 && wait_for_second_ && !changed_.wait_for(lock, 60s, [&] { return second_begun_ && second_done_; })) {
         --placing_;
         return "frame 1 was never placed while frame 0 was (placements do not overlap)";
@@ -109,7 +116,7 @@ class ClaimingInput final : public FrameInput {
   std::condition_variable changed_;
   std::size_t placing_ = 0, most_at_once_ = 0;
   std::uint64_t placed_ = 0;
-  bool second_begun_ = false, second_done_ = false;
+  bool first_begun_ = false, second_begun_ = false, second_done_ = false;
   std::int64_t due_first_ns_ = 0, due_step_ns_ = 0;
 };
 

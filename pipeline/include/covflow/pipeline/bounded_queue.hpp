@@ -78,8 +78,7 @@ class BoundedQueue {
   }
 
   // The oldest item, waiting up to `wait` for one; nullopt on timeout or when closed and empty.
-  template <class Rep, class Period>
-  std::optional<T> pop(std::chrono::duration<Rep, Period> wait) {
+  std::optional<T> pop(std::chrono::milliseconds wait) {
     std::unique_lock lock(mutex_);
     if (!not_empty_.wait_for(lock, wait, [&] { return closed_ || size_ > 0; })) return std::nullopt;
     return take(lock);
