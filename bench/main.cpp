@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0, 64));
   pipeline->add_flag("!--no-take-while-computing", pipeline_options.take_while_computing,
                      "A GPU lane takes the next frame only if it is queued when the lane starts waiting for its GPU");
+  pipeline->add_option("--lane-choice", pipeline_options.lane_choice,
+                       "With several lanes and frames placed at once: claimed (each frame's lane chosen as it is claimed, "
+                       "its payload uploaded as placed), taken (one shared queue, the lane uploads), auto (claimed on GPU lanes)")
+      ->check(CLI::IsMember({"auto", "claimed", "taken"}))->capture_default_str();
   pipeline->add_option("--gpus", pipeline_options.gpu_counts,
                        "GPU lanes of each GPU run, e.g. 1,2: runs on GPUs 0 … N−1, the frame rates side by side")
       ->delimiter(',')->check(CLI::Range(1, 64))->capture_default_str();

@@ -90,7 +90,8 @@ class PacedInput final : public pipeline::FrameInput {
     ++sent_;
     return claimed;
   }
-  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload) override {
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload,
+                    pipeline::PlacementObserver* observer) override {
     const replay::Frame& model = templates_.at(claimed.token);
     replay::PayloadMover* mover = nullptr;
     {
@@ -99,7 +100,9 @@ class PacedInput final : public pipeline::FrameInput {
       mover = free_movers_.back();
       free_movers_.pop_back();
     }
-    mover->copy(std::span<const std::byte>(model.payload), payload.first(model.payload.size()));
+    replay::Placed placed;
+    if (observer != nullptr) placed = [observer](std::size_t begin, std::size_t end) { observer->placed(begin, end); };
+    mover->copy(std::span<const std::byte>(model.payload), payload.first(model.payload.size()), 0, placed);
     std::lock_guard lock(movers_mutex_);
     free_movers_.push_back(mover);
     return {};
@@ -263,8 +266,9 @@ class CountedInput final : public pipeline::FrameInput {
     note(claimed.has_value());
     return claimed;
   }
-  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload) override {
-    return source_.place(claimed, payload);
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload,
+                    pipeline::PlacementObserver* observer) override {
+    return source_.place(claimed, payload, observer);
   }
   bool ended() const override {
     if (taken_ >= total_ || source_.ended()) return true;
@@ -480,6 +484,9 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   options.overflow = s.cfg.pipeline.overflow;
   options.placers = o.placers;
   options.take_while_computing = o.take_while_computing;
+  options.lane_choice = o.lane_choice == "claimed" ? pipeline::RunnerOptions::LaneChoice::when_claimed
+                        : o.lane_choice == "taken" ? pipeline::RunnerOptions::LaneChoice::when_taken
+                                                   : pipeline::RunnerOptions::LaneChoice::automatic;
   FrameTimes frame_times;
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
@@ -555,6 +562,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   out["lane_count"] = lanes.size();
   out["placers"] = runner.placers();
   out["take_while_computing"] = o.take_while_computing;
+  out["lane_choice"] = o.lane_choice;
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);
   out["input_kind"] = run.input;  // "input" is the metrics' object

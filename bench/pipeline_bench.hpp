@@ -43,8 +43,9 @@ struct PipelineBenchOptions {
   int file_frames = 30;           // records in the replayed file (and distinct messages the sender cycles)
   std::string dir;                // where the frame files go (empty: the system's temporary folder)
   bool copy_input = false;        // slot input only: hand frames to the ingest thread to copy instead
-  std::size_t placers = 0;
-  bool take_while_computing = true;  // RunnerOptions::take_while_computing        // frames placed at once (RunnerOptions::placers; 0: one per lane, 1: the ingest thread alone)
+  std::size_t placers = 0;         // frames placed at once (RunnerOptions::placers; 0: one per lane, 1: the ingest thread alone)
+  bool take_while_computing = true;  // RunnerOptions::take_while_computing
+  std::string lane_choice = "auto";  // RunnerOptions::lane_choice: auto, claimed or taken
   bool probe_host = false;        // a thread spinning on the clock reports how long the host takes it off the CPU
   // Headroom: rates tried in turn for each input (stop at the first that fails), each for step_seconds.
   std::vector<double> max_rates;

@@ -94,8 +94,9 @@ class LimitedInput final : public pipeline::FrameInput {
     if (claimed) ++taken_;
     return claimed;
   }
-  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload) override {
-    return source_.place(claimed, payload);
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload,
+                    pipeline::PlacementObserver* observer) override {
+    return source_.place(claimed, payload, observer);
   }
   std::uint64_t taken() const { return taken_.load(); }
 

@@ -48,6 +48,15 @@ struct Runner::Lane {
   // Several CUDA lanes: this lane's device arrays, two sets (the frame computing and the one
   // uploading), bound to the shared pinned slot each frame is in (Runner::bind).
   std::unique_ptr<FramePool> device_sets;
+  // Frames routed to this lane when claimed (Runner::route): its own queue, the uploader the
+  // placing threads send their payloads to this GPU with, the device sets (from 2 on, after the
+  // two the lane binds itself) free to reserve for such frames, and the frames routed here and not
+  // yet through.
+  std::unique_ptr<BoundedQueue<FrameSlot*>> inbox;
+  std::unique_ptr<detail::IngestUploader> uploader;
+  std::mutex sets_mutex;
+  std::vector<std::int32_t> free_sets;
+  std::atomic<std::size_t> routed{0};
   std::vector<double> predicted_ms;              // per stage; negative: no run seen yet
   std::vector<std::uint32_t> skipped_in_a_row;   // per stage
   std::vector<std::size_t> issued;               // GPU stages of this frame whose times are not read yet
@@ -56,9 +65,10 @@ struct Runner::Lane {
 };
 
 // The queue, two per lane, those being filled (a placer each), the kept ones and, with several lanes, what the
-// reorder buffer may hold (two per lane) and the frame the sequencing thread is on.
+// reorder buffer may hold (two per lane), the frame the sequencing thread is on, and what the lanes'
+// own queues hold beyond queue_depth (each has ⌈queue_depth / lanes⌉).
 std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes) {
-  const std::size_t reorder = lanes > 1 ? 2 * lanes + 1 : 0;
+  const std::size_t reorder = lanes > 1 ? 3 * lanes + 1 : 0;
   const std::size_t placing = std::max<std::size_t>(1, options.placers > 0 ? options.placers : lanes);
   return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + placing + options.kept_slots + reorder;
 }
@@ -127,6 +137,9 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
   std::vector<SlotNeeds> needs;
   for (const auto& stage : stages_) needs.push_back(stage->slot_needs(shape_));
   const bool cuda = execs_.front()->is_cuda();
+  const bool can_route = several && (options_.lane_choice == RunnerOptions::LaneChoice::when_claimed ||
+                                     (options_.lane_choice == RunnerOptions::LaneChoice::automatic && cuda));
+  const std::size_t lane_queue = (std::max<std::size_t>(options_.queue_depth, 1) + execs_.size() - 1) / execs_.size();
   std::vector<std::string> lane_names;
   for (std::size_t l = 0; l < execs_.size(); ++l) {
     auto lane = std::make_unique<Lane>();
@@ -136,10 +149,22 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
     // Stages prepare once per lane, on the lane's device; the in-sequence ones only on the first.
     for (std::size_t i = 0; i < stages_.size(); ++i)
       if (i < tail_begin_ || l == 0) stages_[i]->prepare(shape_, *lane->exec);
-    if (several && cuda) {
-      lane->device_sets = std::make_unique<FramePool>(
-          shape_, needs, PoolOptions{.slots = 2, .memory = SlotMemory::device, .stage_count = stages_.size()});
-      lane->device_sets->slot(0).lane = lane->device_sets->slot(1).lane = static_cast<std::uint32_t>(l);
+    if (several) {
+      lane->inbox = std::make_unique<BoundedQueue<FrameSlot*>>(lane_queue, options_.overflow);
+      // Sets 0 and 1 the lane binds to the frames it uploads itself; the others are reserved for
+      // frames routed here as they are claimed: those in the lane's queue, the one it computes,
+      // the one it took ahead and those being placed (a frame routed when none is free is
+      // uploaded by the lane into one of its two).
+      const std::size_t placing = options_.placers > 0 ? options_.placers : execs_.size();
+      const std::size_t reserved = can_route && cuda ? lane_queue + 2 + placing : 0;
+      if (cuda) {
+        lane->device_sets = std::make_unique<FramePool>(
+            shape_, needs,
+            PoolOptions{.slots = 2 + reserved, .memory = SlotMemory::device, .stage_count = stages_.size()});
+        for (std::size_t k = 0; k < 2 + reserved; ++k) lane->device_sets->slot(k).lane = static_cast<std::uint32_t>(l);
+        for (std::size_t k = reserved; k > 0; --k) lane->free_sets.push_back(static_cast<std::int32_t>(1 + k));
+        if (reserved > 0) lane->uploader = detail::IngestUploader::make(*lane->exec);
+      }
     }
     lane->predicted_ms.assign(stages_.size(), -1.0);
     lane->skipped_in_a_row.assign(stages_.size(), 0);
@@ -193,6 +218,16 @@ void Runner::start(FrameInput& input) {
   {
     std::lock_guard lock(reorder_mutex_);
     lanes_running_ = lanes_.size();
+  }
+  const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers : lanes_.size());
+  const auto choice = options_.lane_choice;
+  routed_ = lanes_.size() > 1 && placers > 1 &&
+            (choice == RunnerOptions::LaneChoice::when_claimed ||
+             (choice == RunnerOptions::LaneChoice::automatic && lanes_.front()->device != nullptr));
+  if (routed_) {
+    log_->info("pipeline: each frame's lane chosen as it is claimed (a queue of {} per lane{})",
+               lanes_.front()->inbox->capacity(), lanes_.front()->uploader ? ", uploaded as placed" : "");
+    note_queue_depth();
   }
   for (auto& lane : lanes_) lane->thread = std::thread([this, l = lane.get()] { lane_loop(*l); });
   if (tail_) sequencer_ = std::thread([this] { sequencer_loop(); });
@@ -268,7 +303,7 @@ std::optional<replay::FrameHeader> FrameInput::next_into(std::chrono::millisecon
 std::optional<Claim> FrameInput::claim(std::chrono::milliseconds) {
   throw std::logic_error("input " + describe() + " says it places frames at once but does not implement claim");
 }
-std::string FrameInput::place(const Claim&, std::span<std::byte>) {
+std::string FrameInput::place(const Claim&, std::span<std::byte>, PlacementObserver*) {
   throw std::logic_error("input " + describe() + " says it places frames at once but does not implement place");
 }
 
@@ -282,18 +317,32 @@ class Runner::Placement final : public PlacementObserver {
     if (slot == slot_) return;
     slot_ = slot;
     uploaded_ = 0;
+    failed_.clear();
   }
+  // Called from inside the input's placing: a copy that fails is remembered (finish() throws it)
+  // and nothing more is copied for this payload.
   void placed(std::size_t begin, std::size_t end) override {
     if (slot_ == nullptr || end <= begin) return;
-    if (begin == 0) uploaded_ = 0;  // a new payload in the same slot
-    uploader_.copy(*slot_, begin, end);
+    if (begin == 0) {  // a new payload in the same slot
+      uploaded_ = 0;
+      failed_.clear();
+    }
+    if (!failed_.empty()) return;
+    try {
+      uploader_.copy(*slot_, begin, end);
+    } catch (const std::exception& e) {
+      failed_ = e.what();
+      return;
+    }
     if (begin <= uploaded_) uploaded_ = std::max(uploaded_, end);
   }
   // The input returned a payload of `bytes` in the held slot: the rest of it (if the input did
   // not report it all) is uploaded, the slot's event recorded and the slot marked. False when the
-  // input reported nothing: the lane uploads the payload as for any other input.
-  bool finish(std::size_t bytes) {
-    if (slot_ == nullptr || uploaded_ == 0) return false;
+  // input reported nothing and not `whole`: the lane uploads the payload as for any other input.
+  // Throws when a copy failed (the lane then uploads the payload).
+  bool finish(std::size_t bytes, bool whole = false) {
+    if (!failed_.empty()) throw std::runtime_error(failed_);
+    if (slot_ == nullptr || (uploaded_ == 0 && !whole)) return false;
     if (uploaded_ < bytes) uploader_.copy(*slot_, uploaded_, bytes);
     uploader_.finish(*slot_);
     slot_->payload_on_device = true;
@@ -306,6 +355,7 @@ class Runner::Placement final : public PlacementObserver {
   detail::IngestUploader& uploader_;
   FrameSlot* slot_ = nullptr;
   std::size_t uploaded_ = 0;  // bytes from 0 already on their way
+  std::string failed_;        // why a copy failed ("" while none did)
 };
 
 // The input threw: no more frames are taken from it.
@@ -332,8 +382,7 @@ void Runner::note_rejected(FrameInput& input, std::uint64_t& seen) {
 }
 
 void Runner::ingest_loop(FrameInput& input) {
-  const std::size_t offered = input.concurrent_places();
-  const std::size_t placers = std::min(offered, options_.placers > 0 ? options_.placers : lanes_.size());
+  const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers : lanes_.size());
   if (placers > 1) {
     placers_ = placers;
     ingest_claims(input, placers);
@@ -399,7 +448,7 @@ void Runner::ingest_loop(FrameInput& input) {
     }
   }
   if (held != nullptr) pool_->release(held);
-  queue_.close();
+  close_queues();
   thread_exited();
 }
 
@@ -438,12 +487,41 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
       const auto& h = job.claim.header;
       std::string problem;
       const std::int64_t start = now_ns();
-      // A payload the slot cannot hold is not placed: admit_in_place refuses it by its shape.
-      if (h.payload_bytes() <= job.slot->host.payload.size() && !stop_now_.load()) {
+      // A frame routed to a CUDA lane with a device set of its own goes to that GPU as it is placed.
+      std::optional<Placement> upload;
+      detail::IngestUploader* uploader = job.slot->device_set >= 0 ? lanes_[std::size_t(job.slot->routed_lane)]->uploader.get() : nullptr;
+      if (uploader != nullptr) {
         try {
-          problem = input.place(job.claim, job.slot->host.payload);
+          uploader->make_current();
+          upload.emplace(*uploader);
+          upload->hold(job.slot);
+        } catch (const std::exception& e) {
+          log_->error("frame {}: cannot upload it as it is placed ({}); its lane uploads it", h.sequence, e.what());
+          upload.reset();
+        }
+      }
+      // A payload the slot cannot hold is not placed: admit_in_place refuses it by its shape.
+      const bool fits = h.payload_bytes() <= job.slot->host.payload.size();
+      if (fits && !stop_now_.load()) {
+        try {
+          problem = input.place(job.claim, job.slot->host.payload, upload ? &*upload : nullptr);
         } catch (const std::exception& e) {
           problem = fmt::format("placing it failed: {}", e.what());
+        }
+      }
+      if (upload && fits && problem.empty()) {
+        try {
+          upload->finish(static_cast<std::size_t>(h.payload_bytes()), true);
+        } catch (const std::exception& e) {
+          log_->error("frame {}: upload as placed failed: {}; its lane uploads it", h.sequence, e.what());
+          job.slot->payload_on_device = false;
+        }
+      }
+      if (upload && !problem.empty()) {  // no copy may still read the slot or write the set handed back
+        try {
+          uploader->wait();
+        } catch (const std::exception& e) {
+          log_->error("frame {}: waiting for its upload: {}", h.sequence, e.what());
         }
       }
       if (job.claim.timing.place_ns == 0) job.claim.timing.place_ns = now_ns() - start;
@@ -463,6 +541,14 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
         changed.wait(lock, [&] { return next_turn == job.turn; });
       }
       if (given_up) {
+        if (upload) {
+          try {
+            uploader->wait();
+          } catch (const std::exception& e) {
+            log_->error("frame {}: waiting for its upload: {}", h.sequence, e.what());
+          }
+        }
+        unroute(job.slot->routed_lane, job.slot->device_set);
         pool_->release(job.slot);
       } else if (problem.empty()) {
         admit_in_place(job.slot, h, take(job.claim.timing, h));
@@ -470,6 +556,7 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
         metrics_.frames_rejected(drop_reason::rejected_input, 1);
         if (++refused <= 20 || refused % 1000 == 0)
           log_->warn("frame {} refused by input {}: {} [{} so far]", h.sequence, input.describe(), problem, refused);
+        unroute(job.slot->routed_lane, job.slot->device_set);
         pool_->release(job.slot);
       }
       {
@@ -500,6 +587,7 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
       if (input_over(input)) break;
       continue;
     }
+    if (routed_) route(*held);
     {
       std::unique_lock lock(mutex);
       changed.wait(lock, [&] { return open < placers; });
@@ -516,7 +604,7 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
   changed.notify_all();
   for (auto& t : threads) t.join();
   if (held != nullptr) pool_->release(held);
-  queue_.close();
+  close_queues();
   thread_exited();
 }
 
@@ -529,6 +617,7 @@ FrameSlot* Runner::acquire_slot() {
     if (stop_now_.load()) return nullptr;
   slot->payload_on_device = false;
   slot->order = 0;
+  slot->routed_lane = slot->device_set = -1;
   if (const double waited = std::chrono::duration<double, std::milli>(Clock::now() - wait_start).count(); waited > 1.0)
     metrics_.ingest_blocked(waited);
   return slot;
@@ -605,10 +694,11 @@ void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t
   std::fill(slot->stages.begin(), slot->stages.end(), StageRecord{});
   slot->problem.clear();
 
-  const bool was_full = queue_.size() == queue_.capacity();
+  BoundedQueue<FrameSlot*>& queue = slot->routed_lane >= 0 ? *lanes_[std::size_t(slot->routed_lane)]->inbox : queue_;
+  const bool was_full = queue.size() == queue.capacity();
   const auto push_start = Clock::now();
   for (;;) {
-    auto pushed = queue_.push(slot, options_.overflow == Overflow::block ? kPoll : milliseconds(0));
+    auto pushed = queue.push(slot, options_.overflow == Overflow::block ? kPoll : milliseconds(0));
     if (pushed.status == PushStatus::accepted) break;
     if (pushed.status == PushStatus::evicted_oldest) {
       log_->debug("frame {} dropped: queue full (drop_oldest)", (*pushed.dropped)->sequence);
@@ -628,15 +718,85 @@ void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t
   }
   if (options_.overflow == Overflow::block && was_full)
     metrics_.ingest_blocked(std::chrono::duration<double, std::milli>(Clock::now() - push_start).count());
-  metrics_.queue_depth(queue_.size(), queue_.capacity());
+  note_queue_depth();
 }
 
 void Runner::drop(FrameSlot* slot, std::string_view reason) {
   metrics_.frame_dropped(reason);
   forget_order(*slot);
   slot->order = 0;
+  unroute(slot->routed_lane, slot->device_set);
+  slot->routed_lane = slot->device_set = -1;
   --in_flight_;
   pool_->release(slot);
+}
+
+// The frames waiting for a lane: in the shared queue, or in the lanes' own when frames are routed.
+void Runner::note_queue_depth() {
+  if (!routed_) {
+    metrics_.queue_depth(queue_.size(), queue_.capacity());
+    return;
+  }
+  std::size_t size = 0, capacity = 0;
+  for (const auto& lane : lanes_) {
+    size += lane->inbox->size();
+    capacity += lane->inbox->capacity();
+  }
+  metrics_.queue_depth(size, capacity);
+}
+
+BoundedQueue<FrameSlot*>& Runner::queue_of(Lane& lane) { return routed_ ? *lane.inbox : queue_; }
+
+// The input is over: the lanes end once what is queued has gone through.
+void Runner::close_queues() {
+  queue_.close();
+  for (auto& lane : lanes_)
+    if (lane->inbox) lane->inbox->close();
+}
+
+// Gives a claimed frame its lane (RunnerOptions::lane_choice): the one with the fewest frames
+// routed to it and not yet through (placing, queued, taken), the first from after the last
+// choice on a tie, so that idle lanes take turns. On a CUDA lane a device set of the lane's is
+// reserved for the frame when one is free, and the frame's payload goes to it as it is placed;
+// otherwise the lane binds one of its own two when it takes the frame, and uploads it then.
+// The ingest thread's (it claims frames one at a time).
+void Runner::route(FrameSlot& slot) {
+  std::size_t best = 0, fewest = std::numeric_limits<std::size_t>::max();
+  for (std::size_t k = 0; k < lanes_.size(); ++k) {
+    const std::size_t l = (next_route_ + k) % lanes_.size();
+    if (const std::size_t routed = lanes_[l]->routed.load(); routed < fewest) {
+      fewest = routed;
+      best = l;
+    }
+  }
+  next_route_ = (best + 1) % lanes_.size();
+  Lane& lane = *lanes_[best];
+  ++lane.routed;
+  slot.routed_lane = static_cast<std::int32_t>(best);
+  slot.device_set = -1;
+  if (lane.uploader) {
+    std::lock_guard lock(lane.sets_mutex);
+    if (!lane.free_sets.empty()) {
+      slot.device_set = lane.free_sets.back();
+      lane.free_sets.pop_back();
+    }
+  }
+  if (slot.device_set >= 0) {
+    slot.device = lane.device_sets->slot(std::size_t(slot.device_set)).device;
+    slot.payload_on_device = false;
+  }
+}
+
+// A routed frame has left its lane (done, dropped, or passed to the reorder buffer after its GPU
+// work finished): its lane has one frame fewer and its device set, if any, is free again.
+void Runner::unroute(std::int32_t lane, std::int32_t device_set) {
+  if (lane < 0) return;
+  Lane& l = *lanes_[std::size_t(lane)];
+  if (device_set >= 0) {
+    std::lock_guard lock(l.sets_mutex);
+    l.free_sets.push_back(device_set);
+  }
+  --l.routed;
 }
 
 // Several lanes: the frame's order will never reach the reorder buffer (it was dropped), so the
@@ -652,10 +812,12 @@ void Runner::forget_order(const FrameSlot& slot) {
 
 // ---- lanes ----------------------------------------------------------------------------------
 
-// A lane waiting here is free: a busy lane leaves arriving frames to it (see process()).
-FrameSlot* Runner::pop_next() {
-  if (auto slot = queue_.try_pop()) {
-    metrics_.queue_depth(queue_.size(), queue_.capacity());
+// A lane waiting here is free: a busy lane leaves arriving frames in the shared queue to it (see
+// process()).
+FrameSlot* Runner::pop_next(Lane& lane) {
+  BoundedQueue<FrameSlot*>& queue = queue_of(lane);
+  if (auto slot = queue.try_pop()) {
+    note_queue_depth();
     return *slot;
   }
   ++idle_lanes_;
@@ -664,11 +826,11 @@ FrameSlot* Runner::pop_next() {
     ~Busy() { --idle; }
   } busy{idle_lanes_};
   for (;;) {
-    if (auto slot = queue_.pop(kPoll)) {
-      metrics_.queue_depth(queue_.size(), queue_.capacity());
+    if (auto slot = queue.pop(kPoll)) {
+      note_queue_depth();
       return *slot;
     }
-    if (queue_.finished()) return nullptr;
+    if (queue.finished()) return nullptr;
   }
 }
 
@@ -682,11 +844,13 @@ void Runner::lane_loop(Lane& lane) {
   bool pending_uploaded = false;
   int parity = 0;
   for (;;) {
-    FrameSlot* slot = pending != nullptr ? pending : pop_next();
+    FrameSlot* slot = pending != nullptr ? pending : pop_next(lane);
     const bool uploaded = pending != nullptr && pending_uploaded;
     pending = nullptr;
     pending_uploaded = false;
     if (slot == nullptr) break;
+    // The slot may be reused once the frame has left the lane: what to unroute is kept here.
+    const std::int32_t routed_lane = slot->routed_lane, device_set = slot->device_set;
     if (!uploaded) {  // a prefetched frame was counted when it was taken
       slot->lane = static_cast<std::uint32_t>(lane.index);
       metrics_.lane_took(lane.index);
@@ -712,6 +876,7 @@ void Runner::lane_loop(Lane& lane) {
       forget_order(*slot);
       complete(*slot);
     }
+    unroute(routed_lane, device_set);
     parity ^= 1;
   }
   {
@@ -724,7 +889,7 @@ void Runner::lane_loop(Lane& lane) {
 
 // Several CUDA lanes: the shared pinned slot gets this lane's device arrays of set `parity`.
 void Runner::bind(Lane& lane, FrameSlot& slot, int parity) {
-  if (!lane.device_sets) return;
+  if (!lane.device_sets || slot.device_set >= 0) return;  // a routed frame has its set already
   slot.device = lane.device_sets->slot(std::size_t(parity & 1)).device;
   slot.payload_on_device = false;
 }
@@ -774,8 +939,9 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
   // start it now (frames go to a free lane first: here it would wait for this frame's compute).
   // The lane then polls the GPU and the queue in turn, yielding its core between looks, as the
   // CUDA runtime's own wait does when it spins.
+  BoundedQueue<FrameSlot*>& queue = queue_of(lane);
   auto take_next = [&](FrameSlot* next) {
-    metrics_.queue_depth(queue_.size(), queue_.capacity());
+    note_queue_depth();
     pending = next;
     pending->lane = static_cast<std::uint32_t>(lane.index);
     metrics_.lane_took(lane.index);
@@ -786,12 +952,12 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
   auto await_gpu = [&] {
     if (!prefetched) {
       prefetched = true;
-      if (auto next = queue_.try_pop()) {
+      if (auto next = queue.try_pop()) {
         take_next(*next);
       } else {
-        while (options_.take_while_computing && !stop_now_.load() && !queue_.finished() && gpu->computing()) {
-          if (idle_lanes_.load() == 0) {
-            if (auto arrived = queue_.try_pop()) {
+        while (options_.take_while_computing && !stop_now_.load() && !queue.finished() && gpu->computing()) {
+          if (routed_ || idle_lanes_.load() == 0) {  // a routed frame is this lane's whichever is free
+            if (auto arrived = queue.try_pop()) {
               take_next(*arrived);
               break;
             }

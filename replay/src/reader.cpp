@@ -289,7 +289,8 @@ std::optional<RecordInfo> Reader::next_header() {
   return info;
 }
 
-std::string Reader::read_payload(const RecordInfo& record, std::span<std::byte> payload, PayloadMover& mover) const {
+std::string Reader::read_payload(const RecordInfo& record, std::span<std::byte> payload, PayloadMover& mover,
+                                 const Placed& placed) const {
   std::array<std::byte, record_header_bytes> header{};
   if (record.offset + record_header_bytes > records_end_)
     return fmt::format("offset {}: no record header there", record.offset);
@@ -306,7 +307,8 @@ std::string Reader::read_payload(const RecordInfo& record, std::span<std::byte> 
                        raw.payload_bytes, payload.size());
   const std::uint32_t seed = format::crc32(std::span(header).first(52));
   const std::uint32_t computed =
-      mover.read(*source_, record.offset + record_header_bytes, payload.first(static_cast<std::size_t>(raw.payload_bytes)), seed);
+      mover.read(*source_, record.offset + record_header_bytes, payload.first(static_cast<std::size_t>(raw.payload_bytes)), seed,
+                 placed);
   if (computed != raw.record_crc)
     return fmt::format("offset {}: record (sequence {}) CRC mismatch over header and payload (stored {:08x}, computed {:08x})",
                        record.offset, raw.sequence, raw.record_crc, computed);

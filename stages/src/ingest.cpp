@@ -143,7 +143,8 @@ class ReplaySource final : public FrameSource {
                                       .place_ns = 0},
                            .token = record.offset};
   }
-  std::string place(const pipeline::Claim& claim, std::span<std::byte> payload) override {
+  std::string place(const pipeline::Claim& claim, std::span<std::byte> payload,
+                    pipeline::PlacementObserver* observer) override {
     replay::PayloadMover* mover = nullptr;
     {
       std::lock_guard lock(movers_mutex_);
@@ -160,7 +161,10 @@ class ReplaySource final : public FrameSource {
     }
     std::string problem;
     try {
-      problem = reader_.read_payload(replay::RecordInfo{.offset = claim.token, .header = claim.header}, payload, *mover);
+      replay::Placed placed;
+      if (observer != nullptr) placed = [observer](std::size_t begin, std::size_t end) { observer->placed(begin, end); };
+      problem = reader_.read_payload(replay::RecordInfo{.offset = claim.token, .header = claim.header}, payload, *mover,
+                                     placed);
     } catch (const std::exception& e) {
       problem = e.what();
     }

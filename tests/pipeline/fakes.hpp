@@ -3,6 +3,7 @@
 // never end, and stages that sleep, throw or record what they saw.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <complex>
@@ -231,6 +232,53 @@ class PlacingInput final : public pipeline::FrameInput {
   pipeline::PlacementObserver* observer_ = nullptr;
   bool refused_once_ = false;
   std::atomic<std::uint64_t> produced_{0}, rejected_{0}, reported_{0};
+};
+
+// An input that places several frames at once (claim, then place from the runner's placing
+// threads), each payload in stretches of `stretch` bytes told to the observer place() is given:
+// all of them, or only the first half's (sequence % 5 == 4), or none (sequence % 7 == 3; the runner
+// must then upload the rest, or the whole, itself). Every 11th frame (sequence % 11 == 6) is
+// refused after garbage was placed (and reported). Frames 0 … count−1.
+class ClaimingPlacingInput final : public pipeline::FrameInput {
+ public:
+  ClaimingPlacingInput(FrameShape shape, std::uint64_t count, std::size_t places, std::size_t stretch)
+      : shape_(shape), count_(count), places_(places), stretch_(stretch) {}
+  bool fills_in_place() const override { return true; }
+  std::optional<replay::Frame> next(std::chrono::milliseconds) override { return std::nullopt; }
+  std::size_t concurrent_places() const override { return places_; }
+  std::optional<pipeline::Claim> claim(std::chrono::milliseconds) override {
+    if (ended()) return std::nullopt;
+    const std::uint64_t seq = claimed_++;
+    return pipeline::Claim{.header = frame_for(shape_, seq).header, .timing = {}, .token = seq};
+  }
+  std::string place(const pipeline::Claim& claimed, std::span<std::byte> payload,
+                    pipeline::PlacementObserver* observer) override {
+    const std::uint64_t seq = claimed.token;
+    if (observer != nullptr) ++observed_;
+    replay::Frame f = frame_for(shape_, seq);
+    if (seq % 11 == 6) std::fill(f.payload.begin(), f.payload.end(), std::byte{0x5C});
+    const std::size_t reported = seq % 7 == 3 ? 0 : seq % 5 == 4 ? f.payload.size() / 2 : f.payload.size();
+    for (std::size_t at = 0; at < f.payload.size(); at += stretch_) {
+      const std::size_t n = std::min(stretch_, f.payload.size() - at);
+      std::memcpy(payload.data() + at, f.payload.data() + at, n);
+      if (observer != nullptr && at + n <= reported) {
+        observer->placed(at, at + n);
+        ++reported_;
+      }
+    }
+    return seq % 11 == 6 ? "fake damage" : "";
+  }
+  bool ended() const override { return claimed_.load() >= count_; }
+  std::string describe() const override { return "claiming-placing"; }
+  // place() calls that were given an observer, and stretches told to one.
+  std::uint64_t observed() const { return observed_.load(); }
+  std::uint64_t reported() const { return reported_.load(); }
+
+ private:
+  FrameShape shape_;
+  std::uint64_t count_;
+  std::size_t places_, stretch_;
+  std::atomic<std::uint64_t> claimed_{0}, observed_{0}, reported_{0};
 };
 
 // A stage that runs `action` (if any), can sleep, and counts the frames it ran on and the

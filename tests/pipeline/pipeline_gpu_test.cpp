@@ -168,6 +168,68 @@ TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder)
   EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
 }
 
+// Several CUDA lanes fed by an input that places several frames at once: each frame's lane is
+// chosen as it is claimed (RunnerOptions::LaneChoice, automatic on CUDA lanes) and the placing
+// threads upload the stretches the input reports to that lane's device set as they land, the rest
+// once placed (all of it when the input reported nothing). Every frame's stages on its lane read
+// its own payload, whole; refused frames leave nothing behind; results come out in order.
+TEST_F(PipelineGpu, FramesRoutedAsClaimedAreUploadedToTheirLaneAsTheyArePlaced) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  std::vector<linalg::Exec> execs;
+  execs.push_back(linalg::Exec::cuda({.device = 0}));
+  execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
+  execs.push_back(linalg::Exec::cuda({.device = devices >= 3 ? 2 : 0}));
+  const FrameShape shape = test::small_shape();  // 768 bytes: stretches of 100, the last shorter
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<EchoStage>());
+  std::atomic<std::uint64_t> mismatches{0}, checked{0}, elsewhere{0};
+  stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [&](FrameSlot& f) {
+    const auto bytes = std::size_t(f.header.payload_bytes());
+    if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
+      ++mismatches;
+    if (f.routed_lane != std::int32_t(f.lane)) ++elsewhere;
+    ++checked;
+  }));
+  static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  stages.push_back(std::make_unique<test::FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
+    std::lock_guard lock(mutex);
+    order.push_back(f.sequence);
+  }));
+  static_cast<test::FakeStage&>(*stages.back()).running_in_sequence();
+  test::ClaimingPlacingInput input(shape, 660, 3, 100);
+  Metrics metrics;
+  Runner runner(shape, std::move(stages), std::vector<linalg::Exec*>{&execs[0], &execs[1], &execs[2]},
+                {.budget_ms = 1e6, .queue_depth = 6, .overflow = Overflow::block}, metrics);
+  ASSERT_EQ(runner.lane_count(), 3u);
+  runner.start(input);
+  runner.wait();
+  EXPECT_EQ(runner.placers(), 3u);
+  // A frame routed when its lane had no device set free is placed without an observer and
+  // uploaded by its lane (the other path this test covers); most have one.
+  EXPECT_GT(input.observed(), 0u) << "frames routed to a CUDA lane are uploaded as they are placed";
+  EXPECT_GT(input.reported(), 0u);
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_in, 660u);
+  EXPECT_EQ(s.frames_done, 600u);
+  EXPECT_EQ(s.dropped_by_reason.at("rejected_input"), 60u);
+  EXPECT_EQ(checked.load(), 600u);
+  EXPECT_EQ(mismatches.load(), 0u) << "a stage read a device payload not (wholly) uploaded, or another frame's";
+  EXPECT_EQ(elsewhere.load(), 0u) << "a frame ran on another lane than the one it was routed to";
+  ASSERT_EQ(order.size(), 600u);
+  for (std::size_t i = 1; i < order.size(); ++i) EXPECT_LT(order[i - 1], order[i]);
+  ASSERT_EQ(s.lanes.size(), 3u);
+  for (const auto& lane : s.lanes) EXPECT_GT(lane.taken, 0u) << lane.name;
+  std::printf("[ routed   ] lanes took %llu, %llu and %llu frames; %llu placed with an observer, %llu stretches "
+              "uploaded as placed\n",
+              (unsigned long long)s.lanes[0].taken, (unsigned long long)s.lanes[1].taken,
+              (unsigned long long)s.lanes[2].taken, (unsigned long long)input.observed(),
+              (unsigned long long)input.reported());
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
 TEST_F(PipelineGpu, PinnedSlotsHaveNoDeviceArraysAndDeviceSlotsNoHostOnes) {
   gpu().cuda_context().make_current();
   const FrameShape shape = test::small_shape();

@@ -62,7 +62,7 @@ class ClaimingInput final : public FrameInput {
     due_first_ns_ = first_ns;
     due_step_ns_ = step_ns;
   }
-  std::string place(const Claim& claimed, std::span<std::byte> payload) override {
+  std::string place(const Claim& claimed, std::span<std::byte> payload, PlacementObserver*) override {
     const std::uint64_t seq = claimed.token;
     {
       std::unique_lock lock(mutex_);
@@ -188,6 +188,71 @@ TEST(Placers, ClaimedFramesArePlacedAtOnceAndEnterInClaimOrder) {
   EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
 }
 
+// RunnerOptions::LaneChoice::when_claimed (automatic on CUDA lanes; asked for here on CPU lanes,
+// which have no GPU to upload to — the routing and its accounting are the same): each frame is
+// given its lane as it is claimed and waits in that lane's own queue; frames still enter in claim
+// order and come out in sequence order, each on the lane it was routed to. The first three claims
+// go to three idle lanes in turn, so every lane works.
+TEST(Placers, FramesRoutedAsClaimedRunOnTheirLaneInClaimOrder) {
+  Lanes lanes(3);
+  Metrics metrics;
+  Seen seen;
+  std::vector<std::uint64_t> published;
+  std::atomic<std::uint64_t> elsewhere{0};
+  ClaimingInput input(200, 4, {5, 9, 150});
+  auto chain = chain_into(seen, published);
+  chain.insert(chain.begin(), std::make_unique<FakeStage>("where", 0us, false, [&](FrameSlot& f) {
+    if (f.routed_lane != std::int32_t(f.lane) || f.device_set != -1) ++elsewhere;
+  }));
+  RunnerOptions options{.budget_ms = 1e6, .queue_depth = 6, .overflow = Overflow::block};
+  options.lane_choice = RunnerOptions::LaneChoice::when_claimed;
+  Runner runner(small_shape(), std::move(chain), lanes.pointers(), options, metrics);
+  runner.start(input);
+  runner.wait();
+  EXPECT_EQ(runner.placers(), 3u);
+  EXPECT_EQ(input.placed(), 200u);
+  const auto s = metrics.snapshot();
+  expect_accounted(s);
+  EXPECT_EQ(s.frames_done, 197u);
+  EXPECT_EQ(s.dropped_by_reason.at(std::string(drop_reason::rejected_input)), 3u);
+  EXPECT_EQ(elsewhere.load(), 0u) << "a frame ran on another lane than the one it was routed to";
+  ASSERT_EQ(s.lanes.size(), 3u);
+  for (const auto& lane : s.lanes) EXPECT_GT(lane.taken, 0u) << lane.name;
+  EXPECT_EQ(s.queue_capacity, 6u);  // ⌈6 / 3⌉ per lane
+  std::sort(seen.sequence_order.begin(), seen.sequence_order.end());
+  ASSERT_EQ(seen.sequence_order.size(), 197u);
+  for (std::size_t k = 1; k < seen.sequence_order.size(); ++k)
+    EXPECT_LT(seen.sequence_order[k - 1].second, seen.sequence_order[k].second) << "frame " << seen.sequence_order[k].first;
+  EXPECT_EQ(seen.mismatches, 0u);
+  ASSERT_EQ(published.size(), 197u);
+  for (std::size_t k = 1; k < published.size(); ++k) EXPECT_LT(published[k - 1], published[k]);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
+// Routed frames under drop_oldest with slow lanes: a lane's own queue overflows (its oldest frame
+// dropped, counted), and stopping at once drops what the lanes' queues hold; every frame is
+// accounted for and every slot comes back.
+TEST(Placers, RoutedFramesOverflowTheirLaneQueueAndStopAccountsForEveryFrame) {
+  Lanes lanes(2);
+  Metrics metrics;
+  ClaimingInput input(0, 2, {}, std::nullopt, false);  // never ends, as fast as it is claimed
+  std::atomic<std::uint64_t> worked{0};
+  std::vector<std::unique_ptr<Stage>> chain;
+  chain.push_back(std::make_unique<FakeStage>("work", 2ms, false, [&](FrameSlot&) { ++worked; }));
+  RunnerOptions options{.budget_ms = 1e6, .queue_depth = 2, .overflow = Overflow::drop_oldest};
+  options.lane_choice = RunnerOptions::LaneChoice::when_claimed;
+  Runner runner(small_shape(), std::move(chain), lanes.pointers(), options, metrics);
+  runner.start(input);
+  while (worked.load() < 20 || metrics.snapshot().frames_dropped == 0) std::this_thread::sleep_for(1ms);
+  runner.stop_now();
+  EXPECT_TRUE(runner.finished());
+  const auto s = metrics.snapshot();
+  expect_accounted(s);
+  EXPECT_EQ(s.in_flight, 0u);
+  EXPECT_GT(s.dropped_by_reason.at(std::string(drop_reason::overflow_drop_oldest)), 0u);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
 TEST(Placers, APayloadNoSlotHoldsIsRefusedByItsShapeUnplaced) {
   Lanes lanes(2);
   Metrics metrics;
@@ -300,7 +365,7 @@ TEST(Placers, AnInputThatFailsToClaimEndsIngest) {
     bool fills_in_place() const override { return true; }
     std::size_t concurrent_places() const override { return 2; }
     std::optional<Claim> claim(std::chrono::milliseconds) override { throw std::runtime_error("the recording is gone"); }
-    std::string place(const Claim&, std::span<std::byte>) override { return "never"; }
+    std::string place(const Claim&, std::span<std::byte>, PlacementObserver*) override { return "never"; }
     bool ended() const override { return false; }
     std::string describe() const override { return "failing"; }
   } input;

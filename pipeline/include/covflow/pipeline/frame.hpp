@@ -131,6 +131,10 @@ struct FrameSlot {
   // and the lane that took it.
   std::uint64_t order = 0;
   std::uint32_t lane = 0;
+  // Frames given their lane when claimed (RunnerOptions::lane_choice): that lane (−1: none yet)
+  // and the set of its device arrays reserved for the frame (−1: none; the lane binds one).
+  std::int32_t routed_lane = -1;
+  std::int32_t device_set = -1;
   replay::FrameHeader header;  // kind, element type and dimensions as received
   FrameTimes times;
   HostArrays host;

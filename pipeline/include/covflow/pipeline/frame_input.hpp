@@ -31,10 +31,11 @@ struct InputTiming {
   std::int64_t place_ns = 0;
 };
 
-// Told by an in-place input, on the ingest thread, as each stretch of a payload lands in the slot
-// next_into() was given, in order from byte 0, so that the runner can move it on (upload it to the
-// GPU) while the rest is still being placed. A call that starts again from 0 begins a new payload
-// in the same slot (the previous one was refused).
+// Told by an in-place input as each stretch of a payload lands, in order from byte 0: on the
+// ingest thread, in the slot next_into() was given, or on a placing thread, in the slot place()
+// was given — so that the runner can move it on (upload it to the GPU) while the rest is still
+// being placed. A call that starts again from 0 begins a new payload in the same slot (the
+// previous one was refused).
 class PlacementObserver {
  public:
   virtual ~PlacementObserver() = default;
@@ -107,8 +108,11 @@ class FrameInput {
   // of `payload` and checks it. Called from up to concurrent_places() threads at once, each on its
   // own claim and slot, while claim() goes on. "" when placed; otherwise why the payload was
   // refused (damaged): the runner counts the frame in and dropped (rejected_input) and logs it —
-  // the input does not count it in rejected().
-  virtual std::string place(const Claim& claim, std::span<std::byte> payload);
+  // the input does not count it in rejected(). With an `observer` (not null), an input that places
+  // the payload in stretches tells it of each, in order from byte 0, on the calling thread, so that
+  // the runner can upload them to the frame's GPU while the rest is placed; one that does not tell
+  // may ignore it (the runner then uploads the payload once placed).
+  virtual std::string place(const Claim& claim, std::span<std::byte> payload, PlacementObserver* observer);
 };
 
 }  // namespace covflow::pipeline

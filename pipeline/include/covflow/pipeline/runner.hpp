@@ -77,8 +77,9 @@ struct RunnerOptions {
   std::size_t queue_depth = 8;              // frames waiting between ingest and the lanes
   Overflow overflow = Overflow::drop_oldest;
   // Frame slots in the pool; 0 picks the least that never starves ingest: the queue, two per lane
-  // (the frame computing and the one uploading), those being filled (one per placer) and the kept ones. A smaller
-  // value is raised to that minimum.
+  // (the frame computing and the one uploading), those being filled (one per placer), the kept
+  // ones, and one more per lane when lanes have queues of their own (lane_choice). A smaller value
+  // is raised to that minimum.
   std::size_t slots = 0;
   // Slots stages may keep past a frame's end (FramePool::retain: the recorder's queue), added to
   // the minimum so that ingest never waits for them.
@@ -98,6 +99,19 @@ struct RunnerOptions {
   // other lane is free, and starts its upload, so that the upload overlaps the compute (false:
   // only a frame already queued when it starts waiting).
   bool take_while_computing = true;
+  // Which lane a frame goes to, with several lanes and frames placed at once (placers > 1):
+  //   when_claimed  the lane is chosen as the frame is claimed — the one with the fewest frames
+  //                 given to it and not yet through it — and the frame waits in that lane's own
+  //                 queue (queue_depth shared out over the lanes); on a CUDA lane the placing
+  //                 thread uploads each stretch of the payload to that lane's GPU as it lands, so
+  //                 the upload overlaps the placing instead of following it;
+  //   when_taken    frames wait in one shared queue and the first lane free takes the next one,
+  //                 uploading it then;
+  //   automatic     when_claimed for several CUDA lanes, when_taken otherwise.
+  // Frames placed on the ingest thread (placers 1, or an input that places one at a time) are
+  // always taken from the shared queue.
+  enum class LaneChoice { automatic, when_claimed, when_taken };
+  LaneChoice lane_choice = LaneChoice::automatic;
 };
 
 // The minimum pool size for these options (see RunnerOptions::slots).
@@ -203,7 +217,12 @@ class Runner {
   void record_stage_time(Lane& lane, std::size_t i, double ms);
   void drop(FrameSlot* slot, std::string_view reason);
   void complete(FrameSlot& slot);
-  FrameSlot* pop_next();
+  FrameSlot* pop_next(Lane& lane);
+  BoundedQueue<FrameSlot*>& queue_of(Lane& lane);
+  void note_queue_depth();
+  void close_queues();
+  void route(FrameSlot& slot);
+  void unroute(std::int32_t lane, std::int32_t device_set);
   void thread_exited();
   void join_all();
 
@@ -238,6 +257,10 @@ class Runner {
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<std::size_t> placers_{1};
   std::atomic<std::size_t> idle_lanes_{0};  // lanes waiting in pop_next() for a frame
+  // Frames are given their lane when claimed (RunnerOptions::lane_choice; set in start()), and the
+  // lane the ingest thread looks at first when several have as few frames.
+  bool routed_ = false;
+  std::size_t next_route_ = 0;
   bool started_ = false;
   std::thread ingest_;
   std::mutex join_mutex_;

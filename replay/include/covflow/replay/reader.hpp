@@ -80,8 +80,10 @@ class Reader {
   // and its CRC checked on the way: "" when it checks out, else what is wrong ("offset N: …"; the
   // bytes left in `payload` are garbage). Changes nothing in the reader (neither its position nor
   // its damage list), so several threads may read several records' payloads at once, each with
-  // its own mover, while one of them goes on with next_header(). `payload` must hold it.
-  std::string read_payload(const RecordInfo& record, std::span<std::byte> payload, PayloadMover& mover) const;
+  // its own mover, while one of them goes on with next_header(). `payload` must hold it. `placed`
+  // hears of each stretch as it lands (as for next_into).
+  std::string read_payload(const RecordInfo& record, std::span<std::byte> payload, PayloadMover& mover,
+                           const Placed& placed = {}) const;
   // Offset of the record the last next()/next_header() returned.
   std::uint64_t last_offset() const { return last_offset_; }
 
