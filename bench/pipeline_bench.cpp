@@ -77,11 +77,17 @@ class PacedInput final : public pipeline::FrameInput {
     if (!wait_until_due(wait)) return std::nullopt;
     const replay::Frame& model = templates_[sent_ % templates_.size()];
     const replay::FrameHeader header = stamped(model.header);
-    if (model.payload.size() <= payload.size())
-      mover_.copy(std::span<const std::byte>(model.payload), payload.first(model.payload.size()));
+    if (model.payload.size() <= payload.size()) {
+      replay::Placed placed;
+      if (observer_ != nullptr) placed = [this](std::size_t begin, std::size_t end) { observer_->placed(begin, end); };
+      mover_.copy(std::span<const std::byte>(model.payload), payload.first(model.payload.size()), 0, placed);
+    }
     ++sent_;
     return header;
   }
+  // One lane: the ingest thread uploads each stretch as it lands, as for covflowd's file and
+  // ZeroMQ inputs.
+  void observe_placement(pipeline::PlacementObserver* observer) override { observer_ = observer; }
   std::size_t concurrent_places() const override { return std::max<std::size_t>(1, movers_.size()); }
   std::optional<pipeline::Claim> claim(std::chrono::milliseconds wait) override {
     if (!wait_until_due(wait)) return std::nullopt;
@@ -114,6 +120,7 @@ class PacedInput final : public pipeline::FrameInput {
 
  private:
   replay::PayloadMover mover_;
+  pipeline::PlacementObserver* observer_ = nullptr;
   std::vector<std::unique_ptr<replay::PayloadMover>> movers_;  // several placers: one each
   std::mutex movers_mutex_;
   std::vector<replay::PayloadMover*> free_movers_;

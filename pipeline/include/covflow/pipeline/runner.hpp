@@ -30,7 +30,10 @@
 //
 // Lanes (docs/scale.md): one per Exec given — a GPU each, or CPU lanes sharing the host's cores.
 // The queue is shared and a lane takes the next frame when it is free (on a CUDA lane, also while
-// its current frame computes, to upload it), so a frame goes to the lane that can start it first.
+// its current frame computes, to upload it), so a frame goes to the lane that can start it first —
+// except where frames are placed at once on several CUDA lanes (RunnerOptions::lane_choice): there
+// each frame's lane is chosen as it is claimed, the frame waits in that lane's own queue, and its
+// payload is uploaded to that lane's device arrays by the placing thread as it is placed.
 // Each lane has its own worker, device state, stage state (Stage::prepare per lane) and, on CUDA,
 // its own device arrays, bound to the pinned host slot it takes. Frames leave the lanes in any
 // order; with several lanes the in-sequence stages (Stage::in_sequence: publish) run after a
