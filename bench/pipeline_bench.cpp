@@ -517,11 +517,12 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   std::unique_ptr<pipeline::FrameInput> input;
   PacedInput* paced = nullptr;
   const bool slot_input = run.input == "slot";
+  const bool cuda_lanes = !lanes.empty() && lanes.front()->is_cuda();
   if (run.input == "file") {
     write_file(s, o);
     replay::ReplayOptions replay{.pace = replay::Pace::fixed, .rate_hz = run.rate_hz, .loop = true};
     source = stages::replay_source(s.file.string(), replay, s.shape.snapshots, o.ingest_threads,
-                                   o.placers > 0 ? o.placers : lanes.size());
+                                   o.placers > 0 ? o.placers : pipeline::automatic_placers(lanes.size(), cuda_lanes));
     input = std::make_unique<CountedInput>(*source, total);
   } else if (run.input == "zmq") {
     encode_records(s, o);
@@ -533,7 +534,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
     input = std::make_unique<CountedInput>(*source, total, &sender->done());
   } else {
     auto p = std::make_unique<PacedInput>(s.templates, run.rate_hz, total, !o.copy_input,
-                                          o.placers > 0 ? o.placers : lanes.size());
+                                          o.placers > 0 ? o.placers : pipeline::automatic_placers(lanes.size(), cuda_lanes));
     paced = p.get();
     input = std::move(p);
   }

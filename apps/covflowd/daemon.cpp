@@ -245,7 +245,8 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
     case config::IngestSource::file: {
       auto source = stages::replay_source(cfg.ingest.file.path, stages::replay_options(cfg.ingest.file),
                                           static_cast<std::uint32_t>(cfg.ingest.file.covariance_snapshots.value_or(0)),
-                                          static_cast<unsigned>(cfg.ingest.threads), std::max<std::size_t>(execs_.size(), 1));
+                                          static_cast<unsigned>(cfg.ingest.threads),
+                                          pipeline::automatic_placers(execs_.size(), !execs_.empty() && execs_.front().is_cuda()));
       if (source->shape().payload == replay::PayloadKind::covariance && !cfg.ingest.file.covariance_snapshots &&
           cfg.pipeline.stages.subspace.enabled)
         throw config::ConfigError(options_.config_path.empty() ? std::string("(built-in defaults)") : options_.config_path,

@@ -69,8 +69,13 @@ struct Runner::Lane {
 // own queues hold beyond queue_depth (each has ⌈queue_depth / lanes⌉).
 std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes) {
   const std::size_t reorder = lanes > 1 ? 3 * lanes + 1 : 0;
-  const std::size_t placing = std::max<std::size_t>(1, options.placers > 0 ? options.placers : lanes);
+  const std::size_t placing = std::max<std::size_t>(1, options.placers > 0 ? options.placers : lanes > 1 ? 2 * lanes : 1);
   return std::max<std::size_t>(options.queue_depth, 1) + 2 * lanes + placing + options.kept_slots + reorder;
+}
+
+std::size_t automatic_placers(std::size_t lanes, bool cuda) {
+  if (lanes <= 1) return 1;
+  return cuda ? 2 * lanes : lanes;
 }
 
 std::string frame_shape_problem(const FrameShape& shape, const replay::FrameHeader& h, std::size_t payload_bytes) {
@@ -153,10 +158,10 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
       lane->inbox = std::make_unique<BoundedQueue<FrameSlot*>>(lane_queue, options_.overflow);
       // Sets 0 and 1 the lane binds to the frames it uploads itself; the others are reserved for
       // frames routed here as they are claimed: those in the lane's queue, the one it computes,
-      // the one it took ahead and those being placed (a frame routed when none is free is
-      // uploaded by the lane into one of its two).
-      const std::size_t placing = options_.placers > 0 ? options_.placers : execs_.size();
-      const std::size_t reserved = can_route && cuda ? lane_queue + 2 + placing : 0;
+      // the one it took ahead, one more, and its share of those being placed (a frame routed
+      // when none is free is uploaded by the lane into one of its two).
+      const std::size_t placing = options_.placers > 0 ? options_.placers : automatic_placers(execs_.size(), cuda);
+      const std::size_t reserved = can_route && cuda ? lane_queue + 3 + (placing + execs_.size() - 1) / execs_.size() : 0;
       if (cuda) {
         lane->device_sets = std::make_unique<FramePool>(
             shape_, needs,
@@ -219,7 +224,8 @@ void Runner::start(FrameInput& input) {
     std::lock_guard lock(reorder_mutex_);
     lanes_running_ = lanes_.size();
   }
-  const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers : lanes_.size());
+  const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers
+                                                                                     : automatic_placers(lanes_.size(), lanes_.front()->device != nullptr));
   const auto choice = options_.lane_choice;
   routed_ = lanes_.size() > 1 && placers > 1 &&
             (choice == RunnerOptions::LaneChoice::when_claimed ||
@@ -382,7 +388,8 @@ void Runner::note_rejected(FrameInput& input, std::uint64_t& seen) {
 }
 
 void Runner::ingest_loop(FrameInput& input) {
-  const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers : lanes_.size());
+  const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers
+                                                                                     : automatic_placers(lanes_.size(), lanes_.front()->device != nullptr));
   if (placers > 1) {
     placers_ = placers;
     ingest_claims(input, placers);

@@ -437,6 +437,16 @@ TEST(Runner, SlotsAreRaisedToTheMinimum) {
   EXPECT_EQ(runner.pool().capacity(), minimum_slots(options));
   EXPECT_EQ(minimum_slots(options), 5u + 2u + 1u);
   EXPECT_FALSE(runner.running());
+  // Several lanes: two per lane (the frame computing and the one uploading), two placers per lane
+  // (the automatic count's upper bound), the reorder buffer's three per lane and one.
+  EXPECT_EQ(minimum_slots(options, 4), 5u + 8u + 8u + 13u);
+}
+
+TEST(Runner, AutomaticPlacersAreOneForOneLaneTwoPerCudaLaneAndOnePerCpuLane) {
+  EXPECT_EQ(automatic_placers(1, true), 1u);
+  EXPECT_EQ(automatic_placers(1, false), 1u);
+  EXPECT_EQ(automatic_placers(4, true), 8u);
+  EXPECT_EQ(automatic_placers(3, false), 3u);
 }
 
 TEST(Runner, TheInputsArrivalTimeStartsTheFramesLatency) {

@@ -93,9 +93,10 @@ struct RunnerOptions {
   // its cost estimate (a transient slow run would otherwise switch it off for good). 0: never.
   std::uint32_t reprobe_after = 64;
   // Frames placed at once by an input that can (FrameInput::concurrent_places), each on a placing
-  // thread of the runner's: 0 picks one per lane, at most what the input offers; 1 places every
-  // frame on the ingest thread (as for any other input). With one lane the automatic choice is 1,
-  // so that the ingest thread can upload each payload as it lands. A claimed frame not yet due
+  // thread of the runner's: 0 picks automatic_placers() (two per lane on several CUDA lanes, one
+  // per lane on CPU lanes), at most what the input offers; 1 places every frame on the ingest
+  // thread (as for any other input). With one lane the automatic choice is 1, so that the ingest
+  // thread can upload each payload as it lands. A claimed frame not yet due
   // (Claim::timing.due_ns: a replay reads ahead) is placed at once and admitted when due.
   std::size_t placers = 0;
   // A CUDA lane waiting for its frame's GPU work takes a frame that arrives meanwhile, when no
@@ -117,8 +118,15 @@ struct RunnerOptions {
   LaneChoice lane_choice = LaneChoice::automatic;
 };
 
-// The minimum pool size for these options (see RunnerOptions::slots).
+// The minimum pool size for these options (see RunnerOptions::slots; placers 0 counted as two
+// per lane with several lanes, whatever their kind).
 std::size_t minimum_slots(const RunnerOptions& options, std::size_t lanes = 1);
+
+// The placing threads RunnerOptions::placers = 0 asks for, and what an input should offer
+// (FrameInput::concurrent_places) to get them: one with one lane; with several, two per CUDA lane
+// — on four H100s one placer per lane kept 1050 frames/s of 47 MB, one and a half 1300, two 1400
+// (docs/performance.md) — and one per CPU lane.
+std::size_t automatic_placers(std::size_t lanes, bool cuda);
 
 // Why `header` cannot go through a pipeline built for `shape` ("" when it can): an invalid
 // header, another element type, or dimensions other than the shape's (snapshot frames are taken
