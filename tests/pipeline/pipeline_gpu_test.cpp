@@ -113,6 +113,33 @@ TEST_F(PipelineGpu, EveryFrameIsUploadedBeforeItsStagesReadItWhileFramesOverlap)
   EXPECT_EQ(runner.pool().growths(), 0u);
 }
 
+// The chain of the several-lane tests: the echo, a check that what the device held is the frame's
+// own payload, whole (and that a routed frame ran on the lane it was routed to), and an in-sequence
+// stage recording the order frames come out in.
+struct LaneChain {
+  std::atomic<std::uint64_t> mismatches{0}, checked{0}, elsewhere{0};
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  std::vector<std::unique_ptr<Stage>> make() {
+    std::vector<std::unique_ptr<Stage>> stages;
+    stages.push_back(std::make_unique<EchoStage>());
+    stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [this](FrameSlot& f) {
+      const auto bytes = std::size_t(f.header.payload_bytes());
+      if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
+        ++mismatches;
+      if (f.routed_lane >= 0 && f.routed_lane != std::int32_t(f.lane)) ++elsewhere;
+      ++checked;
+    }));
+    static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
+    stages.push_back(std::make_unique<test::FakeStage>("publish", 0us, false, [this](FrameSlot& f) {
+      std::lock_guard lock(mutex);
+      order.push_back(f.sequence);
+    }));
+    static_cast<test::FakeStage&>(*stages.back()).running_in_sequence();
+    return stages;
+  }
+};
+
 // Several CUDA lanes (docs/scale.md): GPUs 0 and 1 when the host has two, else two lanes on GPU 0
 // (two contexts' streams on one device: the same code path). Every frame's payload reaches the
 // device arrays of the lane that took it before its stages read them, and the in-sequence stage
@@ -125,28 +152,12 @@ TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder)
   execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
   std::printf("[ lanes    ] on GPUs 0 and %d\n", devices >= 2 ? 1 : 0);
   const FrameShape shape = test::small_shape();
-  std::vector<std::unique_ptr<Stage>> stages;
-  stages.push_back(std::make_unique<EchoStage>());
-  std::atomic<std::uint64_t> mismatches{0}, checked{0};
-  stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [&](FrameSlot& f) {
-    const auto bytes = std::size_t(f.header.payload_bytes());
-    if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
-      ++mismatches;
-    ++checked;
-  }));
-  static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
-  std::mutex mutex;
-  std::vector<std::uint64_t> order;
-  stages.push_back(std::make_unique<test::FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
-    std::lock_guard lock(mutex);
-    order.push_back(f.sequence);
-  }));
-  static_cast<test::FakeStage&>(*stages.back()).running_in_sequence();
+  LaneChain chain;
   std::vector<replay::Frame> frames;
   for (std::uint64_t s = 0; s < 600; ++s) frames.push_back(test::frame_for(shape, s));
   test::ListInput input(std::move(frames));
   Metrics metrics;
-  Runner runner(shape, std::move(stages), std::vector<linalg::Exec*>{&execs[0], &execs[1]},
+  Runner runner(shape, chain.make(), std::vector<linalg::Exec*>{&execs[0], &execs[1]},
                 {.budget_ms = 1e6, .queue_depth = 8, .overflow = Overflow::block}, metrics);
   ASSERT_EQ(runner.lane_count(), 2u);
   EXPECT_EQ(runner.pool().memory(), SlotMemory::pinned);
@@ -155,10 +166,10 @@ TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder)
   const auto s = metrics.snapshot();
   EXPECT_EQ(s.frames_done, 600u);
   EXPECT_EQ(s.frames_dropped, 0u);
-  EXPECT_EQ(checked.load(), 600u);
-  EXPECT_EQ(mismatches.load(), 0u) << "a stage saw another frame's payload, or one not yet uploaded to its lane's arrays";
-  ASSERT_EQ(order.size(), 600u);
-  for (std::uint64_t i = 0; i < 600; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(chain.checked.load(), 600u);
+  EXPECT_EQ(chain.mismatches.load(), 0u) << "a stage saw another frame's payload, or one not yet uploaded to its lane's arrays";
+  ASSERT_EQ(chain.order.size(), 600u);
+  for (std::uint64_t i = 0; i < 600; ++i) EXPECT_EQ(chain.order[i], i);
   ASSERT_EQ(s.lanes.size(), 2u);
   EXPECT_EQ(s.lanes[0].taken + s.lanes[1].taken, 600u);
   EXPECT_EQ(s.lanes[0].name, "cuda:0");
@@ -181,27 +192,10 @@ TEST_F(PipelineGpu, FramesRoutedAsClaimedAreUploadedToTheirLaneAsTheyArePlaced) 
   execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
   execs.push_back(linalg::Exec::cuda({.device = devices >= 3 ? 2 : 0}));
   const FrameShape shape = test::small_shape();  // 768 bytes: stretches of 100, the last shorter
-  std::vector<std::unique_ptr<Stage>> stages;
-  stages.push_back(std::make_unique<EchoStage>());
-  std::atomic<std::uint64_t> mismatches{0}, checked{0}, elsewhere{0};
-  stages.push_back(std::make_unique<test::FakeStage>("check", 0us, false, [&](FrameSlot& f) {
-    const auto bytes = std::size_t(f.header.payload_bytes());
-    if (std::memcmp(f.host.scratch.data(), f.host.payload.data(), bytes) != 0 || !test::payload_matches(f, f.sequence))
-      ++mismatches;
-    if (f.routed_lane != std::int32_t(f.lane)) ++elsewhere;
-    ++checked;
-  }));
-  static_cast<test::FakeStage&>(*stages.back()).needing_host_results();
-  std::mutex mutex;
-  std::vector<std::uint64_t> order;
-  stages.push_back(std::make_unique<test::FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
-    std::lock_guard lock(mutex);
-    order.push_back(f.sequence);
-  }));
-  static_cast<test::FakeStage&>(*stages.back()).running_in_sequence();
+  LaneChain chain;
   test::ClaimingPlacingInput input(shape, 660, 3, 100);
   Metrics metrics;
-  Runner runner(shape, std::move(stages), std::vector<linalg::Exec*>{&execs[0], &execs[1], &execs[2]},
+  Runner runner(shape, chain.make(), std::vector<linalg::Exec*>{&execs[0], &execs[1], &execs[2]},
                 {.budget_ms = 1e6, .queue_depth = 6, .overflow = Overflow::block}, metrics);
   ASSERT_EQ(runner.lane_count(), 3u);
   runner.start(input);
@@ -215,11 +209,11 @@ TEST_F(PipelineGpu, FramesRoutedAsClaimedAreUploadedToTheirLaneAsTheyArePlaced) 
   EXPECT_EQ(s.frames_in, 660u);
   EXPECT_EQ(s.frames_done, 600u);
   EXPECT_EQ(s.dropped_by_reason.at("rejected_input"), 60u);
-  EXPECT_EQ(checked.load(), 600u);
-  EXPECT_EQ(mismatches.load(), 0u) << "a stage read a device payload not (wholly) uploaded, or another frame's";
-  EXPECT_EQ(elsewhere.load(), 0u) << "a frame ran on another lane than the one it was routed to";
-  ASSERT_EQ(order.size(), 600u);
-  for (std::size_t i = 1; i < order.size(); ++i) EXPECT_LT(order[i - 1], order[i]);
+  EXPECT_EQ(chain.checked.load(), 600u);
+  EXPECT_EQ(chain.mismatches.load(), 0u) << "a stage read a device payload not (wholly) uploaded, or another frame's";
+  EXPECT_EQ(chain.elsewhere.load(), 0u) << "a frame ran on another lane than the one it was routed to";
+  ASSERT_EQ(chain.order.size(), 600u);
+  for (std::size_t i = 1; i < chain.order.size(); ++i) EXPECT_LT(chain.order[i - 1], chain.order[i]);
   ASSERT_EQ(s.lanes.size(), 3u);
   for (const auto& lane : s.lanes) EXPECT_GT(lane.taken, 0u) << lane.name;
   std::printf("[ routed   ] lanes took %llu, %llu and %llu frames; %llu placed with an observer, %llu stretches "

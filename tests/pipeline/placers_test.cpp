@@ -145,6 +145,16 @@ std::vector<std::unique_ptr<Stage>> chain_into(Seen& seen, std::vector<std::uint
   return chain;
 }
 
+// The lanes saw `frames` frames, each with its own payload, and the queue's order follows the
+// claims (sequence order): frame 1, placed first, still came after frame 0.
+void expect_in_claim_order(Seen& seen, std::size_t frames) {
+  std::sort(seen.sequence_order.begin(), seen.sequence_order.end());
+  ASSERT_EQ(seen.sequence_order.size(), frames);
+  for (std::size_t k = 1; k < seen.sequence_order.size(); ++k)
+    EXPECT_LT(seen.sequence_order[k - 1].second, seen.sequence_order[k].second) << "frame " << seen.sequence_order[k].first;
+  EXPECT_EQ(seen.mismatches, 0u);
+}
+
 void expect_accounted(const MetricsSnapshot& s) {
   EXPECT_EQ(s.frames_in, s.frames_done + s.frames_dropped + s.in_flight);
   std::uint64_t by_reason = 0;
@@ -174,12 +184,7 @@ TEST(Placers, ClaimedFramesArePlacedAtOnceAndEnterInClaimOrder) {
   EXPECT_EQ(s.frames_done, 197u);
   EXPECT_EQ(s.dropped_by_reason.at(std::string(drop_reason::rejected_input)), 3u);
   EXPECT_EQ(s.input.taken, 197u);
-  // The queue's order follows the claims: frame 1, placed first, still came after frame 0.
-  std::sort(seen.sequence_order.begin(), seen.sequence_order.end());
-  ASSERT_EQ(seen.sequence_order.size(), 197u);
-  for (std::size_t k = 1; k < seen.sequence_order.size(); ++k)
-    EXPECT_LT(seen.sequence_order[k - 1].second, seen.sequence_order[k].second) << "frame " << seen.sequence_order[k].first;
-  EXPECT_EQ(seen.mismatches, 0u);
+  expect_in_claim_order(seen, 197);
   ASSERT_EQ(published.size(), 197u);
   std::vector<std::uint64_t> expected;
   for (std::uint64_t q = 0; q < 200; ++q)
@@ -219,11 +224,7 @@ TEST(Placers, FramesRoutedAsClaimedRunOnTheirLaneInClaimOrder) {
   ASSERT_EQ(s.lanes.size(), 3u);
   for (const auto& lane : s.lanes) EXPECT_GT(lane.taken, 0u) << lane.name;
   EXPECT_EQ(s.queue_capacity, 6u);  // ⌈6 / 3⌉ per lane
-  std::sort(seen.sequence_order.begin(), seen.sequence_order.end());
-  ASSERT_EQ(seen.sequence_order.size(), 197u);
-  for (std::size_t k = 1; k < seen.sequence_order.size(); ++k)
-    EXPECT_LT(seen.sequence_order[k - 1].second, seen.sequence_order[k].second) << "frame " << seen.sequence_order[k].first;
-  EXPECT_EQ(seen.mismatches, 0u);
+  expect_in_claim_order(seen, 197);
   ASSERT_EQ(published.size(), 197u);
   for (std::size_t k = 1; k < published.size(); ++k) EXPECT_LT(published[k - 1], published[k]);
   EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
