@@ -335,8 +335,10 @@ int64_t node_cap(const H2DeviceShape& s, int level) {
 // U_L[begin_t + r, p] = leaf_basis of leaf t [r, p], r < the leaf's size.
 template <class D>
 __global__ void leaf_rows_kernel(const int* node_begin, const int* node_end, int depth, long long leaves, long long m, int k,
-                                 const D* leaf_basis, long long n, D* u) {
+                                 const D* leaf_basis, long long leaf_stride, long long n, D* u, long long u_stride) {
   const long long per_leaf = m * k;
+  leaf_basis += blockIdx.y * leaf_stride;
+  u += blockIdx.y * u_stride;
   COVFLOW_H2_EXPAND_STRIDE(e, leaves * per_leaf) {
     const long long t = e / per_leaf, within = e % per_leaf, r = within % m, p = within / m;
     const long long heap = heap_index(depth, t);
@@ -349,8 +351,12 @@ __global__ void leaf_rows_kernel(const int* node_begin, const int* node_end, int
 // transfer kc × kp at transfer + c·kc·kp); zero when kc = 0.
 template <class D>
 __global__ void basis_up_kernel(const int* node_begin, const int* node_end, int child_level, long long children, long long cap,
-                                int kc, int kp, const D* transfer, const D* child_u, long long n, D* u) {
+                                int kc, int kp, const D* transfer, long long transfer_stride, const D* child_u, long long n, D* u,
+                                long long u_stride) {
   const long long per_child = cap * kp;
+  transfer += blockIdx.y * transfer_stride;
+  child_u += blockIdx.y * u_stride;
+  u += blockIdx.y * u_stride;
   COVFLOW_H2_EXPAND_STRIDE(e, children * per_child) {
     const long long c = e / per_child, within = e % per_child, r = within % cap, p = within / cap;
     const long long heap = heap_index(child_level, c);
@@ -367,8 +373,12 @@ __global__ void basis_up_kernel(const int* node_begin, const int* node_end, int 
 // is the level's (first + q)-th, its S at coupling + q·k².
 template <class D>
 __global__ void coupling_left_kernel(const int* node_begin, const int* node_end, int level, const int* pair_row, int first,
-                                     long long pairs, long long cap, int k, const D* coupling, const D* u, long long n, D* w) {
+                                     long long pairs, long long cap, int k, const D* coupling, long long coupling_stride,
+                                     const D* u, long long n, long long u_stride, D* w, long long w_stride) {
   const long long per_pair = cap * k;
+  coupling += blockIdx.y * coupling_stride;
+  u += blockIdx.y * u_stride;
+  w += blockIdx.y * w_stride;
   COVFLOW_H2_EXPAND_STRIDE(e, pairs * per_pair) {
     const long long q = e / per_pair, within = e % per_pair, r = within % cap, b = within / cap;
     const long long heap = heap_index(level, pair_row[first + q]);
@@ -386,8 +396,12 @@ __global__ void coupling_left_kernel(const int* node_begin, const int* node_end,
 template <class D>
 __global__ void coupling_block_kernel(const int* node_begin, const int* node_end, int level, const int* pair_row,
                                       const int* pair_col, int first, long long pairs, long long cap, int k, const D* w,
-                                      const D* u, long long n, const int* permutation, D* out, long long ld) {
+                                      long long w_stride, const D* u, long long n, long long u_stride, const int* permutation,
+                                      D* out, long long ld, long long out_stride) {
   const long long per_pair = cap * cap;
+  w += blockIdx.y * w_stride;
+  u += blockIdx.y * u_stride;
+  out += blockIdx.y * out_stride;
   COVFLOW_H2_EXPAND_STRIDE(e, pairs * per_pair) {
     const long long q = e / per_pair, within = e % per_pair, r = within % cap, c = within / cap;
     const long long heap_t = heap_index(level, pair_row[first + q]), heap_s = heap_index(level, pair_col[first + q]);
@@ -407,8 +421,11 @@ __global__ void coupling_block_kernel(const int* node_begin, const int* node_end
 template <class D>
 __global__ void dense_block_kernel(const int* node_begin, const int* node_end, int depth, const int* pair_row,
                                    const int* pair_col, int first, long long pairs, long long m, const D* dense,
-                                   const int* permutation, D* out, long long ld) {
+                                   long long dense_stride, const int* permutation, D* out, long long ld,
+                                   long long out_stride) {
   const long long per_pair = m * m;
+  dense += blockIdx.y * dense_stride;
+  out += blockIdx.y * out_stride;
   COVFLOW_H2_EXPAND_STRIDE(e, pairs * per_pair) {
     const long long q = e / per_pair, within = e % per_pair, r = within % m, c = within / m;
     const int t = pair_row[first + q], s = pair_col[first + q];
@@ -434,15 +451,17 @@ int top_level(const H2DeviceShape& s) {
 
 }  // namespace
 
-// The expansion's scratch: U_l of two adjacent levels (n × max k_l each, tree order, ld n) and the
-// W_q of one level's pairs (pairs_l × cap_l × k_l, the largest level).
+// The expansion's scratch, per matrix of the batch: U_l of two adjacent levels (n × max k_l each,
+// tree order, ld n) and the W_q of one level's pairs (pairs_l × cap_l × k_l, the largest level);
+// `count` matrices' worth, matrix c's parts at c·basis_stride and c·w_stride.
 template <class T>
 struct ExpandScratch {
   T* basis[2] = {nullptr, nullptr};
   T* w = nullptr;
+  int64_t basis_stride = 0, w_stride = 0;
   std::size_t bytes = 0;
 
-  ExpandScratch(const H2DeviceShape& s, std::byte* base) {
+  ExpandScratch(const H2DeviceShape& s, int64_t count, std::byte* base) {
     Carve carve(base);
     const int top = top_level(s);
     int64_t k_max = 0, w_max = 0;
@@ -451,41 +470,49 @@ struct ExpandScratch {
       k_max = std::max(k_max, k);
       w_max = std::max(w_max, int64_t{s.coupling_count(l)} * node_cap(s, l) * k);
     }
-    basis[0] = carve.take<T>(s.n * k_max);
-    basis[1] = carve.take<T>(s.n * k_max);
-    w = carve.take<T>(w_max);
+    basis_stride = s.n * k_max;
+    w_stride = w_max;
+    basis[0] = carve.take<T>(count * basis_stride);
+    basis[1] = carve.take<T>(count * basis_stride);
+    w = carve.take<T>(count * w_stride);
     bytes = carve.bytes();
   }
 };
 
-// A_H into `out` (checked: one n × n matrix on the device) on context's stream, in the workspace
-// carved as ExpandScratch.
 template <class T>
-void expand(CudaContext& context, const H2Device<T>& a, Batch<T> out, std::byte* workspace) {
+std::size_t expand_workspace(const H2DeviceShape& shape, std::int64_t count) {
+  return ExpandScratch<T>(shape, count, nullptr).bytes;
+}
+
+template <class T>
+void expand(CudaContext& context, const H2DeviceShape& s, const H2DeviceArrays<T>& d, const ValueStrides& stride,
+            Batch<T> out, std::byte* workspace) {
   using D = device_t<T>;
   const cudaStream_t stream = context.stream();
-  const H2DeviceShape& s = a.shape();
-  const H2DeviceArrays<T>& d = a.arrays();
-  const ExpandScratch<T> scratch(s, workspace);
+  const int64_t count = out.count;
+  if (count == 0) return;
+  const ExpandScratch<T> scratch(s, count, workspace);
   const int depth = s.depth, top = top_level(s);
   const int64_t n = s.n, m = s.leaf_capacity;
   D* target = dev(out.data);
-  const long long ld = out.ld;
+  const long long ld = out.ld, out_stride = out.stride;
+  const long long us = scratch.basis_stride, ws = scratch.w_stride;
   auto k = [&](int l) { return s.rank[static_cast<std::size_t>(l)]; };
+  auto grid = [&](long long total) { return dim3(expand_blocks(total), static_cast<unsigned>(count)); };
 
   for (int l = depth; l >= top; --l) {
     D* u = dev(scratch.basis[l % 2]);
     const D* child_u = dev(scratch.basis[(l + 1) % 2]);
     if (l == depth) {
       if (const long long total = s.nodes(depth) * m * k(depth); total > 0) {
-        leaf_rows_kernel<D><<<expand_blocks(total), kExpandThreads, 0, stream>>>(
-            d.node_begin, d.node_end, depth, s.nodes(depth), m, k(depth), dev(d.leaf_basis), n, u);
+        leaf_rows_kernel<D><<<grid(total), kExpandThreads, 0, stream>>>(d.node_begin, d.node_end, depth, s.nodes(depth), m,
+                                                                        k(depth), dev(d.leaf_basis), stride.leaf_basis, n, u, us);
         COVFLOW_CHECK_LAUNCH();
       }
     } else if (const long long cap = node_cap(s, l + 1), total = s.nodes(l + 1) * cap * k(l); total > 0) {
-      basis_up_kernel<D><<<expand_blocks(total), kExpandThreads, 0, stream>>>(
+      basis_up_kernel<D><<<grid(total), kExpandThreads, 0, stream>>>(
           d.node_begin, d.node_end, l + 1, s.nodes(l + 1), cap, k(l + 1), k(l),
-          dev(d.transfer) + s.transfer_offset[static_cast<std::size_t>(l) + 1], child_u, n, u);
+          dev(d.transfer) + s.transfer_offset[static_cast<std::size_t>(l) + 1], stride.transfer, child_u, n, u, us);
       COVFLOW_CHECK_LAUNCH();
     }
     const long long pairs = s.coupling_count(l), cap = node_cap(s, l);
@@ -493,21 +520,21 @@ void expand(CudaContext& context, const H2Device<T>& a, Batch<T> out, std::byte*
     const int first = s.coupling_level_ptr[static_cast<std::size_t>(l)];
     D* w = dev(scratch.w);
     if (const long long total = pairs * cap * k(l); total > 0) {
-      coupling_left_kernel<D><<<expand_blocks(total), kExpandThreads, 0, stream>>>(
+      coupling_left_kernel<D><<<grid(total), kExpandThreads, 0, stream>>>(
           d.node_begin, d.node_end, l, d.couplings.row, first, pairs, cap, k(l),
-          dev(d.coupling) + s.coupling_offset[static_cast<std::size_t>(l)], u, n, w);
+          dev(d.coupling) + s.coupling_offset[static_cast<std::size_t>(l)], stride.coupling, u, n, us, w, ws);
       COVFLOW_CHECK_LAUNCH();
     }
-    coupling_block_kernel<D><<<expand_blocks(pairs * cap * cap), kExpandThreads, 0, stream>>>(
-        d.node_begin, d.node_end, l, d.couplings.row, d.couplings.col, first, pairs, cap, k(l), w, u, n, d.permutation,
-        target, ld);
+    coupling_block_kernel<D><<<grid(pairs * cap * cap), kExpandThreads, 0, stream>>>(
+        d.node_begin, d.node_end, l, d.couplings.row, d.couplings.col, first, pairs, cap, k(l), w, ws, u, n, us,
+        d.permutation, target, ld, out_stride);
     COVFLOW_CHECK_LAUNCH();
   }
   if (const long long pairs = s.dense_count(); pairs > 0) {
     const int first = s.dense_level_ptr[static_cast<std::size_t>(depth)];
-    dense_block_kernel<D><<<expand_blocks(pairs * m * m), kExpandThreads, 0, stream>>>(
-        d.node_begin, d.node_end, depth, d.dense_pairs.row, d.dense_pairs.col, first, pairs, m, dev(d.dense), d.permutation,
-        target, ld);
+    dense_block_kernel<D><<<grid(pairs * m * m), kExpandThreads, 0, stream>>>(
+        d.node_begin, d.node_end, depth, d.dense_pairs.row, d.dense_pairs.col, first, pairs, m, dev(d.dense), stride.dense,
+        d.permutation, target, ld, out_stride);
     COVFLOW_CHECK_LAUNCH();
   }
 }
@@ -581,7 +608,7 @@ std::size_t h2_expand_workspace(const Exec& cuda_exec, const H2Device<T>& a) {
   constexpr const char* op = "h2_expand_workspace";
   require_cuda(cuda_exec, op);
   if (a.empty()) fail(op, "A is an empty H2Device (default-constructed or moved from)");
-  return detail::h2_cuda::ExpandScratch<T>(a.shape(), nullptr).bytes;
+  return detail::h2_cuda::expand_workspace<T>(a.shape(), 1);
 }
 
 template <class T>
@@ -593,7 +620,7 @@ void h2_expand(Exec& cuda_exec, const H2Device<T>& a, Batch<T> out) {
   CudaContext& context = cuda_exec.cuda_context();
   context.make_current();
   auto* workspace = static_cast<std::byte*>(context.workspace().acquire(h2_expand_workspace<T>(cuda_exec, a)));
-  detail::h2_cuda::expand<T>(context, a, out, workspace);
+  detail::h2_cuda::expand<T>(context, a.shape(), a.arrays(), {}, out, workspace);
 }
 
 template <class T>
@@ -679,6 +706,9 @@ H2CompressReport h2_compress(Exec& cuda_exec, H2Device<T>& a, double tol) {
   template H2Device<T> detail::h2_cuda::DeviceAccess::make<T>(Exec&, H2DeviceShape);            \
   template H2Device<T> detail::h2_cuda::allocate<T>(Exec&, const H2<T>&);                       \
   template H2Device<T> detail::h2_cuda::resized<T>(Exec&, const H2Device<T>&, const std::vector<int>&); \
+  template std::size_t detail::h2_cuda::expand_workspace<T>(const H2DeviceShape&, std::int64_t);  \
+  template void detail::h2_cuda::expand<T>(CudaContext&, const H2DeviceShape&, const H2DeviceArrays<T>&,     \
+                                           const detail::h2_cuda::ValueStrides&, Batch<T>, std::byte*);       \
   template H2Device<T> h2_from_dense_device<T>(Exec&, Batch<const T>, std::span<const double>, int, double, const H2Options&, \
                                                H2CompressReport*);                                               \
   template H2Device<T> h2_upload<T>(Exec&, const H2<T>&);                                       \

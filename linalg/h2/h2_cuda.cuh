@@ -122,6 +122,25 @@ template <class T>
 void gemv(CudaContext& context, T alpha, const H2Device<T>& a, Batch<const T> x, T beta, Batch<T> y,
           std::byte* workspace, const PhaseMark* mark = nullptr);
 
+// A batch of H² matrices on one tree and pair lists (H2DensePlan's cells): matrix c's leaf bases,
+// transfers, couplings and dense blocks lie c·stride elements after matrix 0's, in arrays laid out
+// as one H2Device's. All zero: one matrix.
+struct ValueStrides {
+  std::int64_t leaf_basis = 0, transfer = 0, coupling = 0, dense = 0;
+};
+
+// The bytes of scratch `expand` carves from its workspace for `count` matrices of `shape`.
+template <class T>
+std::size_t expand_workspace(const H2DeviceShape& shape, std::int64_t count);
+
+// The dense n × n matrices of a batch (h2_expand's kernels, h2_cuda.cu): out.count matrices of
+// `shape` with arrays `d` and value strides `stride`, matrix c into out's c-th (out.stride apart),
+// one launch per step and level for the whole batch, on context's stream, in `workspace` (at least
+// expand_workspace(shape, out.count) bytes). Arguments checked by the caller.
+template <class T>
+void expand(CudaContext& context, const H2DeviceShape& shape, const H2DeviceArrays<T>& d, const ValueStrides& stride,
+            Batch<T> out, std::byte* workspace);
+
 // h2_from_dense_device's construction (h2_cuda_dense.cu) on the Exec's stream; arguments checked.
 template <class T>
 H2Device<T> from_dense(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,

@@ -19,8 +19,9 @@
 //      zero, then the expanded basis U_t = [U_c1·E_c1; U_c2·E_c2]);
 //   6. couplings S_ts = U_tᴴ·A(t, s)·U_s by two kernels (A(t, s)·U_s, then U_tᴴ·that).
 // Dense blocks by dense_kernel; the result is allocated from the host skeleton at the end and the
-// per-level arrays copied in. Simple one-thread-per-output kernels: O(n²·k) work per level, as the
-// CPU path. Temporaries are cudaMalloc'ed (a construction, not for the frame loop); the call
+// per-level arrays copied in. Simple one-thread-per-output kernels (h2_cuda_dense_kernels.cuh,
+// shared with H2DensePlan, which runs them over a batch of matrices without reading anything
+// back): O(n²·k) work per level, as the CPU path. Temporaries are cudaMalloc'ed (a construction, not for the frame loop); the call
 // synchronises the stream before it returns.
 #include <cuda_runtime.h>
 
@@ -36,6 +37,7 @@
 #include "covflow/linalg/qr.hpp"
 #include "covflow/linalg/svd.hpp"
 #include "h2_cuda.cuh"
+#include "h2_cuda_dense_kernels.cuh"
 #include "h2_impl.hpp"
 
 namespace covflow::linalg::detail::h2_cuda {
@@ -43,212 +45,10 @@ namespace {
 
 using std::int64_t;
 using cuda::DeviceBuffer;
-constexpr int kThreads = 256;
+using namespace dense;
 
 template <class T>
 using dev_t = device_t<T>;
-
-template <class D>
-__host__ __device__ inline D zero_of() {
-  return from_real<D>(sreal_t<D>(0));
-}
-
-unsigned blocks_for(long long total) {
-  return static_cast<unsigned>(std::clamp((total + kThreads - 1) / kThreads, 1LL, 1LL << 20));
-}
-
-#define COVFLOW_GRID_STRIDE(e, total)                                                         \
-  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < (total); \
-       e += static_cast<long long>(gridDim.x) * blockDim.x)
-
-// ‖A‖_F² in double (one atomic per thread block).
-template <class D>
-__global__ void norm2_kernel(const D* a, long long ld, long long n, double* out) {
-  __shared__ double part[kThreads];
-  double sum = 0;
-  COVFLOW_GRID_STRIDE(e, n * n) sum += static_cast<double>(abs2(a[e % n + (e / n) * ld]));
-  part[threadIdx.x] = sum;
-  __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
-    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) atomicAdd(out, part[0]);
-}
-
-// The level's nodes as the kernels read them.
-struct LevelNodes {
-  const int* begin = nullptr;     // per node, tree position of its first point
-  const int* size = nullptr;      // per node
-  const int* far_ptr = nullptr;   // per node + 1: its F* in far_cols[far_ptr[t] … far_ptr[t+1])
-  const int* far_cols = nullptr;  // caller's column indices (permutation applied)
-};
-
-// Leaves: M_tᴴ[j, i] = conj(A(perm[b_t + i], F_t[j])), F × m per leaf, zero outside.
-template <class D>
-__global__ void gather_leaf_kernel(LevelNodes nodes, const int* perm, const D* a, long long lda, long long count, int f_max,
-                                   int m, D* out) {
-  const long long per = static_cast<long long>(f_max) * m;
-  COVFLOW_GRID_STRIDE(e, count * per) {
-    const long long t = e / per, within = e % per;
-    const int j = static_cast<int>(within % f_max), i = static_cast<int>(within / f_max);
-    const int f = nodes.far_ptr[t + 1] - nodes.far_ptr[t];
-    D v = zero_of<D>();
-    if (j < f && i < nodes.size[t])
-      v = conj_of(a[perm[nodes.begin[t] + i] + static_cast<long long>(nodes.far_cols[nodes.far_ptr[t] + j]) * lda]);
-    out[e] = v;
-  }
-}
-
-// Inner nodes: M_tᴴ[j, c·kc + p] = Σ_i conj(A(perm[b_c + i], F_t[j]))·U_c[i, p] (child c of t, its
-// expanded basis in `basis`, n × kc in tree order, ld n).
-template <class D>
-__global__ void project_kernel(LevelNodes parents, LevelNodes children, const int* perm, const D* a, long long lda,
-                               long long count, int f_max, int kc, const D* basis, long long n, D* out) {
-  const long long w = 2LL * kc, per = static_cast<long long>(f_max) * w;
-  COVFLOW_GRID_STRIDE(e, count * per) {
-    const long long t = e / per, within = e % per;
-    const int j = static_cast<int>(within % f_max), col = static_cast<int>(within / f_max);
-    const long long c = 2 * t + col / kc;
-    const int p = col % kc;
-    const int f = parents.far_ptr[t + 1] - parents.far_ptr[t];
-    D sum = zero_of<D>();
-    if (j < f) {
-      const long long column = parents.far_cols[parents.far_ptr[t] + j];
-      const int b = children.begin[c], size = children.size[c];
-      for (int i = 0; i < size; ++i) sum = fma_conj(sum, a[perm[b + i] + column * lda], basis[b + i + p * n]);
-    }
-    out[e] = sum;
-  }
-}
-
-// Rᴴ (w × q, ld w) from geqrf's output (F × w, ld F; R its upper min(F, w) × w part).
-template <class D>
-__global__ void rh_kernel(const D* qr, long long count, int f_max, int w, int q, D* rh) {
-  const long long per = static_cast<long long>(w) * q;
-  COVFLOW_GRID_STRIDE(e, count * per) {
-    const long long t = e / per, within = e % per;
-    const int i = static_cast<int>(within % w), j = static_cast<int>(within / w);
-    rh[e] = j <= i ? conj_of(qr[t * static_cast<long long>(f_max) * w + j + static_cast<long long>(i) * f_max]) : zero_of<D>();
-  }
-}
-
-// Per node: the fewest r with Σ_{i>r} σ_i² ≤ τ² (0 for an empty node or F*), and that tail.
-template <class R>
-__global__ void rank_kernel(LevelNodes nodes, long long count, const R* sigma, int q, double tau2, int* rank, double* dropped) {
-  COVFLOW_GRID_STRIDE(t, count) {
-    int r = 0;
-    double tail = 0;
-    if (nodes.size[t] > 0 && nodes.far_ptr[t + 1] > nodes.far_ptr[t]) {
-      r = q;
-      while (r > 0) {
-        const double s = static_cast<double>(sigma[t * q + r - 1]);
-        if (tail + s * s > tau2) break;
-        tail += s * s;
-        --r;
-      }
-    }
-    rank[t] = r;
-    dropped[t] = tail;
-  }
-}
-
-// Leaves: leaf basis (m × k per leaf, rows past the leaf's size and columns past its rank zero) and
-// the expanded basis (n × k, tree order) from gesvj's U (m × q per leaf, ld m).
-template <class D>
-__global__ void basis_kernel(LevelNodes nodes, long long count, const D* u, int m, int q, const int* rank, int k, D* leaf_basis,
-                             D* expanded, long long n) {
-  const long long per = static_cast<long long>(m) * k;
-  COVFLOW_GRID_STRIDE(e, count * per) {
-    const long long t = e / per, within = e % per;
-    const int i = static_cast<int>(within % m), p = static_cast<int>(within / m);
-    D v = zero_of<D>();
-    if (i < nodes.size[t] && p < rank[t]) v = u[t * static_cast<long long>(m) * q + i + static_cast<long long>(p) * m];
-    leaf_basis[e] = v;
-    if (i < nodes.size[t]) expanded[nodes.begin[t] + i + static_cast<long long>(p) * n] = v;
-  }
-}
-
-// Transfers of level l + 1 (child c: kc × kp, ld kc) from the parents' vectors (2·kc × q, ld 2·kc):
-// E_c[row, col] = W_t[(c mod 2)·kc + row, col] for row < rank_c, col < rank_t; zero elsewhere.
-template <class D>
-__global__ void transfer_kernel(long long children, const D* u, int kc, int q, const int* parent_rank, const int* child_rank,
-                                int kp, D* transfer) {
-  const long long per = static_cast<long long>(kc) * kp;
-  COVFLOW_GRID_STRIDE(e, children * per) {
-    const long long c = e / per, within = e % per, t = c / 2;
-    const int row = static_cast<int>(within % kc), col = static_cast<int>(within / kc);
-    D v = zero_of<D>();
-    if (row < child_rank[c] && col < parent_rank[t])
-      v = u[t * 2LL * kc * q + (c % 2) * kc + row + static_cast<long long>(col) * 2 * kc];
-    transfer[e] = v;
-  }
-}
-
-// Expanded basis of level l (n × kp) from level l + 1's (n × kc) and the transfers:
-// U_l[i, p] = Σ_q U_{l+1}[i, q]·E_{c(i)}[q, p], c(i) the level-(l+1) node of tree position i.
-template <class D>
-__global__ void expand_kernel(long long n, const int* node_of, const D* child_basis, int kc, const D* transfer, int kp, D* out) {
-  COVFLOW_GRID_STRIDE(e, n * kp) {
-    const long long i = e % n, p = e / n;
-    const D* ec = transfer + static_cast<long long>(node_of[i]) * kc * kp;
-    D sum = zero_of<D>();
-    for (int q = 0; q < kc; ++q) sum = fma_(sum, child_basis[i + q * n], ec[q + p * kc]);
-    out[e] = sum;
-  }
-}
-
-// Couplings, step 1: tmp_q[i, b] = Σ_j A(perm[b_t + i], perm[b_s + j])·U[b_s + j, b], cap × k per pair.
-template <class D>
-__global__ void coupling_right_kernel(LevelNodes nodes, const int* pair_row, const int* pair_col, long long pairs, int cap,
-                                      const int* perm, const D* a, long long lda, const D* basis, long long n, int k, D* tmp) {
-  const long long per = static_cast<long long>(cap) * k;
-  COVFLOW_GRID_STRIDE(e, pairs * per) {
-    const long long q = e / per, within = e % per;
-    const int i = static_cast<int>(within % cap), b = static_cast<int>(within / cap);
-    const int t = pair_row[q], s = pair_col[q];
-    D sum = zero_of<D>();
-    if (i < nodes.size[t]) {
-      const long long row = perm[nodes.begin[t] + i];
-      const int bs = nodes.begin[s];
-      for (int j = 0; j < nodes.size[s]; ++j)
-        sum = fma_(sum, a[row + static_cast<long long>(perm[bs + j]) * lda], basis[bs + j + static_cast<long long>(b) * n]);
-    }
-    tmp[e] = sum;
-  }
-}
-
-// Step 2: S_q[a, b] = Σ_i conj(U[b_t + i, a])·tmp_q[i, b], k × k per pair.
-template <class D>
-__global__ void coupling_left_kernel(LevelNodes nodes, const int* pair_row, long long pairs, int cap, const D* basis, long long n,
-                                     int k, const D* tmp, D* s) {
-  const long long per = static_cast<long long>(k) * k;
-  COVFLOW_GRID_STRIDE(e, pairs * per) {
-    const long long q = e / per, within = e % per;
-    const int ra = static_cast<int>(within % k), cb = static_cast<int>(within / k);
-    const int t = pair_row[q], bt = nodes.begin[t];
-    D sum = zero_of<D>();
-    for (int i = 0; i < nodes.size[t]; ++i)
-      sum = fma_conj(sum, basis[bt + i + static_cast<long long>(ra) * n], tmp[q * static_cast<long long>(cap) * k + i + static_cast<long long>(cb) * cap]);
-    s[e] = sum;
-  }
-}
-
-// Dense blocks: D_q[i, j] = A(perm[b_t + i], perm[b_s + j]), m × m, zero outside.
-template <class D>
-__global__ void dense_kernel(LevelNodes nodes, const int* pair_row, const int* pair_col, long long pairs, int m, const int* perm,
-                             const D* a, long long lda, D* out) {
-  const long long per = static_cast<long long>(m) * m;
-  COVFLOW_GRID_STRIDE(e, pairs * per) {
-    const long long q = e / per, within = e % per;
-    const int i = static_cast<int>(within % m), j = static_cast<int>(within / m);
-    const int t = pair_row[q], s = pair_col[q];
-    D v = zero_of<D>();
-    if (i < nodes.size[t] && j < nodes.size[s])
-      v = a[perm[nodes.begin[t] + i] + static_cast<long long>(perm[nodes.begin[s] + j]) * lda];
-    out[e] = v;
-  }
-}
 
 // A level's node arrays on the device.
 struct LevelBuffers {
@@ -343,11 +143,12 @@ H2Device<T> from_dense(Exec& exec, Batch<const T> input, std::span<const double>
     if (q > 0) {
       DeviceBuffer<D> mh(static_cast<std::size_t>(count * f * w));
       if (l == depth)
-        gather_leaf_kernel<D><<<blocks_for(count * f * w), kThreads, 0, stream>>>(level.view(), perm.data(), a, lda, count, f,
-                                                                                 w, mh.data());
+        gather_leaf_kernel<D><<<blocks_for(count * f * w), kThreads, 0, stream>>>(level.view(), perm.data(), a, lda, 0,
+                                                                                 nullptr, count, f, w, mh.data());
       else
         project_kernel<D><<<blocks_for(count * f * w), kThreads, 0, stream>>>(level.view(), child_level.view(), perm.data(), a,
-                                                                             lda, count, f, kc, child_basis.data(), n, mh.data());
+                                                                             lda, 0, nullptr, count, f, kc, child_basis.data(),
+                                                                             n, mh.data());
       COVFLOW_CHECK_LAUNCH();
       DeviceBuffer<D> tau(static_cast<std::size_t>(count * q));
       DeviceBuffer<int> qr_info(static_cast<std::size_t>(count));
@@ -364,7 +165,8 @@ H2Device<T> from_dense(Exec& exec, Batch<const T> input, std::span<const double>
                {sigma.data(), static_cast<std::size_t>(count * q)},
                Batch<T>{reinterpret_cast<T*>(vectors.data()), w, q, w, static_cast<int64_t>(w) * q, count}, Batch<T>{},
                {svd_info.data(), static_cast<std::size_t>(count)}, SvdOptions{.u = true, .v = false});
-      rank_kernel<R><<<blocks_for(count), kThreads, 0, stream>>>(level.view(), count, sigma.data(), q, tau2, rank.data(),
+      rank_kernel<R><<<blocks_for(count), kThreads, 0, stream>>>(level.view(), count, sigma.data(), q, norm_acc.data(), tol,
+                                                                 static_cast<double>(nodes_with_far), rank.data(),
                                                                  dropped.data());
       COVFLOW_CHECK_LAUNCH();
       COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));  // before this block's temporaries are freed
@@ -388,7 +190,7 @@ H2Device<T> from_dense(Exec& exec, Batch<const T> input, std::span<const double>
       if (k > 0) {
         basis_kernel<D><<<blocks_for(count * m * k), kThreads, 0, stream>>>(level.view(), count, vectors.data(),
                                                                            static_cast<int>(m), q, rank.data(), k,
-                                                                           leaf_basis.data(), basis.data(), n);
+                                                                           leaf_basis.data(), 0, basis.data(), n);
         COVFLOW_CHECK_LAUNCH();
       }
     } else {
@@ -396,10 +198,11 @@ H2Device<T> from_dense(Exec& exec, Batch<const T> input, std::span<const double>
       transfers[static_cast<std::size_t>(l) + 1] = DeviceBuffer<D>(static_cast<std::size_t>(children * kc * k));
       if (kc > 0 && k > 0) {
         transfer_kernel<D><<<blocks_for(children * kc * k), kThreads, 0, stream>>>(
-            children, vectors.data(), kc, q, rank.data(), child_rank.data(), k, transfers[static_cast<std::size_t>(l) + 1].data());
+            children, vectors.data(), kc, q, rank.data(), child_rank.data(), k, transfers[static_cast<std::size_t>(l) + 1].data(),
+            0);
         COVFLOW_CHECK_LAUNCH();
         expand_kernel<D><<<blocks_for(n * k), kThreads, 0, stream>>>(n, child_level.node_of.data(), child_basis.data(), kc,
-                                                                    transfers[static_cast<std::size_t>(l) + 1].data(), k,
+                                                                    transfers[static_cast<std::size_t>(l) + 1].data(), 0, k,
                                                                     basis.data());
         COVFLOW_CHECK_LAUNCH();
       }
@@ -415,10 +218,12 @@ H2Device<T> from_dense(Exec& exec, Batch<const T> input, std::span<const double>
       cols.upload({skeleton.couplings.col.data() + first, static_cast<std::size_t>(pairs)}, stream);
       DeviceBuffer<D> tmp(static_cast<std::size_t>(pairs * level.cap * k));
       coupling_right_kernel<D><<<blocks_for(pairs * level.cap * k), kThreads, 0, stream>>>(
-          level.view(), rows.data(), cols.data(), pairs, level.cap, perm.data(), a, lda, basis.data(), n, k, tmp.data());
+          level.view(), rows.data(), cols.data(), pairs, level.cap, perm.data(), a, lda, 0, nullptr, basis.data(), n, k,
+          tmp.data());
       COVFLOW_CHECK_LAUNCH();
       coupling_left_kernel<D><<<blocks_for(pairs * k * k), kThreads, 0, stream>>>(
-          level.view(), rows.data(), pairs, level.cap, basis.data(), n, k, tmp.data(), couplings[static_cast<std::size_t>(l)].data());
+          level.view(), rows.data(), pairs, level.cap, basis.data(), n, k, tmp.data(), couplings[static_cast<std::size_t>(l)].data(),
+          0);
       COVFLOW_CHECK_LAUNCH();
       COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));  // before rows, cols and tmp are freed
     }
@@ -451,8 +256,8 @@ H2Device<T> from_dense(Exec& exec, Batch<const T> input, std::span<const double>
   if (dense_pairs > 0) {
     LevelBuffers leaves = level_buffers(tree, depth, far[static_cast<std::size_t>(depth)], stream);
     dense_kernel<D><<<blocks_for(dense_pairs * m * m), kThreads, 0, stream>>>(
-        leaves.view(), d.dense_pairs.row, d.dense_pairs.col, dense_pairs, static_cast<int>(m), perm.data(), a, lda,
-        dev(writable(d.dense)));
+        leaves.view(), d.dense_pairs.row, d.dense_pairs.col, dense_pairs, static_cast<int>(m), perm.data(), a, lda, 0, nullptr,
+        dev(writable(d.dense)), 0);
     COVFLOW_CHECK_LAUNCH();
     COVFLOW_CUDA_TRY(cudaStreamSynchronize(stream));
   }

@@ -295,8 +295,9 @@ H2<T> h2_from_dense(Exec& exec, Batch<const T> a, std::span<const double> points
 // CUDA. What exists on the GPU now: h2_build_device (the construction from geometry, the same
 // matrix as h2_build), h2_from_dense_device (the construction from a dense matrix), h2_upload (an
 // H2<T> built on the CPU → an H2Device<T>), h2_download (back, for tests and checks), and h2_gemv,
-// h2_orthogonalize, h2_compress and h2_expand (the dense matrix, for tests) on an H2Device<T>.
-// Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
+// h2_orthogonalize, h2_compress and h2_expand (the dense matrix, for tests) on an H2Device<T>;
+// and H2DensePlan, the construction from dense matrices for the frame loop (batched, no allocation,
+// no synchronisation). Declared only in a CUDA build (COVFLOW_HAS_CUDA = 1).
 //
 // The construction on the device (h2_build_device): the tree, the block tree, the ranks, the
 // offsets and the Chebyshev nodes of every box are built on the host exactly as h2_build builds
@@ -520,12 +521,106 @@ std::vector<H2PhaseTime> h2_gemv_phases(Exec& cuda_exec, T alpha, const H2Device
 // take the same arguments.) The trees and F* index lists are built on the host; construction
 // synchronises the stream — once for ‖a‖_F, once per level to read the level's ranks (which size
 // the next launches) — and before it returns; temporaries are cudaMalloc'ed (not for the frame
-// loop). Limits of the batched QR: the leaf capacity and 2·k_l at most 256 columns, max |F*_t| of
-// a level at most 16384 rows. Throws InvalidArgument as h2_from_dense (a non-finite entry is
-// found through ‖a‖_F), and for a CPU Exec.
+// loop; H2DensePlan below is the form for it). Limits of the batched QR: the leaf capacity and
+// 2·k_l at most 256 columns, max |F*_t| of a level at most 16384 rows. Throws InvalidArgument as
+// h2_from_dense (a non-finite entry is found through ‖a‖_F), and for a CPU Exec.
 template <class T>
 H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<const double> points, int dim, double tol,
                                  const H2Options& options = {}, H2CompressReport* report = nullptr);
+
+// h2_from_dense_device for the frame loop: a plan made once for fixed points and options, then
+// used for any number of batches of up to max_count n × n Hermitian matrices, each built, and
+// expanded, without allocating and without synchronising the stream.
+//
+//   Once (the constructor; cudaMalloc and a synchronisation, so at start-up): the cluster tree,
+//   the block tree and every node's F*_t on the host, as h2_from_dense builds them; the level
+//   arrays (node ranges, F* columns, the point → node maps) uploaded; the result storage and the
+//   scratch of every level allocated for max_count matrices at the padded ranks below; and
+//   exec.workspace() reserved for the batched QR, SVD and expansion (workspace_bytes()).
+//   Per batch (build): the algorithm of h2_from_dense_device — per level, every node of every
+//   matrix in one strided batch: M_tᴴ gathered or projected, linalg::geqrf, linalg::gesvj, the
+//   truncation rank by a kernel — with nothing read back. What the one-matrix construction reads
+//   back is each level's rank (the most any node keeps), which sizes the next level's launches
+//   and the result's layout; the plan sizes them instead by a bound known from the tree alone,
+//   the padded rank K_l: K_L = min(F_L, m) at the leaves and K_l = min(F_l, 2·K_{l+1}) above (F_l
+//   the level's largest |F*_t|; a node keeps at most min(|F*_t|, width) singular vectors). A node
+//   keeping r_t < K_l vectors has zero columns from r_t on (the padding h2.hpp's Format allows), so
+//   each matrix of the batch is stored as an H² matrix of ranks K_l holding exactly what the
+//   compact one of ranks k_l = max_t r_t holds; the ranks k_l, the norm and the drops are written
+//   on the device per matrix (cells()), for the caller to copy back when it chooses. The price is
+//   work: the QR, SVD and products run at the padded widths (at most 2× the compact ones per
+//   level when the ranks fill the bound, more when they are far below it).
+//   Results equal h2_from_dense's up to rounding: the same thresholds (τ from each matrix's own
+//   ‖A‖_F, summed in a fixed order), the same ranks k_l except where a singular value lies within
+//   rounding of τ, the same represented matrix up to rounding (the zero padding adds zero rows to
+//   the factorised matrices: the same singular values and kept subspaces).
+//   A matrix with a non-finite entry (its ‖A‖_F² is not finite) is not read: it is built as the
+//   zero matrix, its status set to status::non_finite_input, and no other matrix is affected. A
+//   matrix one of whose node SVDs did not converge gets status::no_convergence (its result is what
+//   the sweeps left). No exception is thrown for the values of a matrix.
+//
+// Thread safety: one plan serves one stream at a time (its scratch is shared by its batches);
+// batches queued on that stream one after another are ordered by it. The plan must outlive the
+// work queued with it.
+struct H2DenseCells {
+  const int* level_rank = nullptr;  // matrix c, level l at c·(depth + 1) + l: k_l, the most any node keeps
+  const double* norm2 = nullptr;    // matrix c: ‖A_c‖_F² (fixed order of summation)
+  const double* dropped = nullptr;  // matrix c: Σ_t δ_t², what its nodes dropped
+  const int* status = nullptr;      // matrix c: 0, status::non_finite_input or status::no_convergence
+};
+
+template <class T>
+class H2DensePlan {
+ public:
+  H2DensePlan();
+  // Throws InvalidArgument for a CPU Exec, the points and options h2_from_dense refuses (named
+  // H2DensePlan), or max_count outside [1, 65535].
+  H2DensePlan(Exec& cuda_exec, std::span<const double> points, int dim, const H2Options& options, std::int64_t max_count);
+  H2DensePlan(H2DensePlan&&) noexcept;
+  H2DensePlan& operator=(H2DensePlan&&) noexcept;
+  H2DensePlan(const H2DensePlan&) = delete;
+  H2DensePlan& operator=(const H2DensePlan&) = delete;
+  ~H2DensePlan();
+
+  bool empty() const noexcept { return state_ == nullptr; }
+  std::int64_t n() const;
+  std::int64_t max_count() const;
+  // The shared shape of the batch's matrices: the tree, pair counts and offsets at the padded
+  // ranks K_l (each matrix's own ranks are in cells().level_rank).
+  const H2DeviceShape& shape() const;
+  // Bytes build and expand take from exec.workspace() (reserved by the constructor).
+  std::size_t workspace_bytes() const;
+  // Bytes of the plan's own device memory (index arrays, result storage, scratch).
+  std::size_t device_bytes() const;
+  // Device arrays of the last build's per-matrix numbers (max_count entries each; the first
+  // a.count are the last build's). Valid while the plan lives; overwritten by the next build.
+  H2DenseCells cells() const;
+
+  // Builds the H² form of each matrix of `a` (a.count ≤ max_count matrices of n × n in device
+  // memory, the caller's point order, ld ≥ n, `a.stride` apart) to ‖A_c − A_H,c‖_F ≤ tol·‖A_c‖_F,
+  // on the Exec's stream: no allocation (the workspace was reserved), no host synchronisation.
+  // `a` must stay alive and unchanged until the stream has passed the call. Throws
+  // InvalidArgument for a bad shape or count, tol not positive and finite, or `a` not on the
+  // plan's device (nothing about the values: see above).
+  void build(Exec& cuda_exec, Batch<const T> a, double tol);
+  // The dense matrices A_H,c (both triangles, caller's order) of the last build's first out.count
+  // matrices into `out` (out.count ≤ the last build's count, n × n each in device memory, ld ≥ n),
+  // every element of each n × n written; one launch per step and level for the whole batch, no
+  // allocation, no synchronisation (h2_expand's kernels).
+  void expand(Exec& cuda_exec, Batch<T> out) const;
+
+  // The report h2_from_dense would give for a matrix, from its numbers copied back from cells()
+  // (host values): tolerance, norm, node_threshold, error_bound, ranks_after = level_rank and
+  // bytes_after = h2_bytes at those (compact) ranks.
+  H2CompressReport report(std::span<const int> level_rank, double norm2, double dropped, double tol) const;
+  // Matrix `index` of the last build as a compact H2<T> (ranks k_l, the padding dropped): what
+  // h2_from_dense gives on the CPU, up to rounding. Synchronises the stream (tests, diagnostics).
+  H2<T> download(Exec& cuda_exec, std::int64_t index) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // h2_orthogonalize on the device: `a` is replaced by an H2Device holding the same matrix (up to
 // rounding) with orthonormal bases and the ranks of the CPU's h2_orthogonalize (min(m, k_L), then
