@@ -1,7 +1,8 @@
 // The compress stage (docs/stages.md, "compress"; the forms and formulas are in
 // compress_stage.hpp). This file issues the linalg calls of both lanes — tlr_compress / tlr_expand
 // (A. Charara, D. Keyes, H. Ltaief, "Tile Low-Rank GEMM Using Batched Operations on GPUs",
-// Euro-Par 2018, §4's format), heev, potrf / potrs and tlr_potrf / tlr_potrs — and the CPU lane's
+// Euro-Par 2018, §4's format), heev, potrf / potrs, tlr_potrf / tlr_potrs, and h2_from_dense /
+// h2_expand (CPU lane) or H2DensePlan (CUDA lane) — and the CPU lane's
 // reductions; compress_cuda.cu holds the CUDA lane's. Both lanes leave a frame's numbers in the
 // same layout (compress_device.hpp), from which finish() makes the results on the host: the
 // lowrank form's rank from the eigenvalues, the choice of form, bytes and SINR loss.
@@ -50,7 +51,8 @@ struct NumbersCopy {
 };
 static_assert(sizeof(NumbersCopy) <= kDescriptorBytes);
 
-// One cell's H² form (CPU lanes): built or not, its measured error², bytes and level ranks.
+// One cell's H² form: built or not, its measured error², bytes and level ranks (a CPU lane fills
+// it in run(), a CUDA lane in finish() from the numbers copied back).
 struct H2Cell {
   bool built = false;
   double err2 = 0.0;
@@ -72,8 +74,8 @@ struct CompressStage::Lane {
   std::vector<cf64> steering;  // [looks × n]
   std::size_t tlr_bytes = 0, tlr_workspace_bytes = 0;
 
-  // H² (CPU lanes): the elements' positions (point i's h2_dim coordinates at i·h2_dim), the
-  // construction's options, one cell's expansion, and each cell's outcome.
+  // H²: the elements' positions (point i's h2_dim coordinates at i·h2_dim), the construction's
+  // options, one cell's expansion (CPU lane), and each cell's outcome.
   std::vector<double> h2_points;
   int h2_dim = 1;
   linalg::H2Options h2_options;
@@ -89,6 +91,9 @@ struct CompressStage::Lane {
   linalg::cuda::DeviceBuffer<cf64> device_r, device_dense, device_z_dense, device_z_tlr, device_steering;
   linalg::cuda::DeviceBuffer<std::byte> device_tlr, device_tlr_workspace, device_numbers;
   linalg::cuda::PinnedBuffer<std::byte> staging;  // a descriptor, then layout.bytes
+  // H² on the device: the trees, index lists, result storage and scratch for shape.cells cells,
+  // made once in prepare().
+  linalg::H2DensePlan<cf64> h2_plan;
 #endif
 };
 
@@ -246,12 +251,7 @@ void CompressStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   const bool automatic = c.format == CompressFormat::automatic;
   state->tlr = automatic || c.format == CompressFormat::tlr;
   state->lowrank = automatic || c.format == CompressFormat::lowrank;
-  // The H² construction from a dense matrix runs on the CPU backend: a CUDA lane's auto leaves it
-  // out, and format h2 on a CUDA lane is refused here.
-  state->h2 = c.format == CompressFormat::h2 || (automatic && !exec.is_cuda());
-  if (c.format == CompressFormat::h2 && exec.is_cuda())
-    throw std::invalid_argument("compress stage: format h2 runs on CPU lanes (device.backend cpu); the H² construction "
-                                "from a dense covariance is not on the CUDA lane yet");
+  state->h2 = automatic || c.format == CompressFormat::h2;
   if (state->h2) {
     if (positions.empty()) {
       for (std::int64_t i = 0; i < std::int64_t(shape.channels); ++i)
@@ -271,14 +271,24 @@ void CompressStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
     }
     state->h2_options.leaf_size = c.leaf_size;
     state->h2_options.eta = c.eta;
-    state->h2_expanded.assign(std::size_t(shape.channels) * shape.channels, cf64(0.0));
+    if (!state->cuda) state->h2_expanded.assign(std::size_t(shape.channels) * shape.channels, cf64(0.0));
     state->h2_cells.assign(std::size_t(shape.cells), H2Cell{});
   }
+#if COVFLOW_HAS_CUDA
+  // The H² plan: the trees and index lists of the element positions, and every buffer of the
+  // construction for shape.cells cells (it reserves the workspace its QR, SVD and expansion take).
+  if (state->h2 && state->cuda)
+    state->h2_plan = linalg::H2DensePlan<cf64>(exec, state->h2_points, state->h2_dim, state->h2_options,
+                                               std::int64_t(shape.cells));
+  const std::size_t h2_levels = state->h2 && state->cuda ? state->h2_plan.shape().rank.size() : 0;
+#else
+  const std::size_t h2_levels = 0;
+#endif
   const std::int64_t n = shape.channels, cells = shape.cells;
   const std::int64_t tile = std::min<std::int64_t>(c.tile, n);
   const std::int64_t max_rank = c.max_rank == 0 ? std::max<std::int64_t>(1, tile / 2) : std::min<std::int64_t>(c.max_rank, tile);
   state->tlr_shape = linalg::TlrShape{n, tile, max_rank, cells, /*hermitian=*/true};
-  state->layout = detail::CompressLayout::of(cells, state->tlr ? state->tlr_shape.slots() : 0, n, state->looks);
+  state->layout = detail::CompressLayout::of(cells, state->tlr ? state->tlr_shape.slots() : 0, n, state->looks, h2_levels);
   for (double look : c.looks_deg) {
     const auto a = positions.empty() ? steering_vector(n, settings_.spacing_wavelengths, look, 0.0)
                                      : steering_vector(std::span(positions), look, 0.0);
@@ -286,7 +296,9 @@ void CompressStage::prepare(const pipeline::FrameShape& shape, linalg::Exec& exe
   }
 
   const std::size_t matrices = std::size_t(cells) * n * n, rhs = std::size_t(cells) * n * state->looks;
-  const bool dense_work = state->tlr || state->lowrank || state->looks > 0;
+  // The CUDA lane expands the H² forms into the dense buffer too (the CPU lane, one cell at a time,
+  // into h2_expanded).
+  const bool dense_work = state->tlr || state->lowrank || state->looks > 0 || (state->h2 && state->cuda);
   if (state->tlr) {
     state->tlr_bytes = linalg::tlr_bytes(linalg::ElementType::cf64, state->tlr_shape);
     std::size_t ws = linalg::tlr_compress_workspace<cf64>(exec, state->tlr_shape);
@@ -442,17 +454,32 @@ void CompressStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
     copy_matrices(dense, r);
     linalg::heev<cf64>(exec, dense_batch, std::span(eigenvalues, std::size_t(cells) * n), std::span(heev_info, cells));
   }
-  // h2 (CPU lanes): per cell, the construction from R, then ‖R − R̃‖_F measured on its expansion.
-  if (state.h2) {
+  // h2: per cell, the construction from R, then ‖R − R̃‖_F measured on its expansion. A CUDA lane
+  // builds and expands every cell of the frame at once (linalg::H2DensePlan, no allocation, no
+  // synchronisation); a cell with a NaN or Inf is built as zero there and reported from its norm.
+  if (state.h2 && state.cuda) {
+#if COVFLOW_HAS_CUDA
+    state.h2_plan.build(exec, r_batch, settings_.config.tolerance);
+    state.h2_plan.expand(exec, dense_batch);
+    detail::compress_frobenius(exec.cuda_context(), r, dense, cells, n, reinterpret_cast<double*>(numbers + at.h2_err2),
+                               reinterpret_cast<double*>(numbers + at.h2_norm2));
+#endif
+  } else if (state.h2) {
     for (int c = 0; c < cells; ++c) {
       H2Cell& out = state.h2_cells[std::size_t(c)];
       out = H2Cell{};
       const cf64* rc = r + std::size_t(c) * nn;
       if (!std::all_of(rc, rc + nn, [](const cf64& v) { return std::isfinite(v.real()) && std::isfinite(v.imag()); }))
         continue;  // finish() reports the cell from its norm
-      const linalg::H2<cf64> h =
-          linalg::h2_from_dense<cf64>(exec, linalg::Batch<const cf64>::packed(rc, n, n, 1), state.h2_points,
-                                      state.h2_dim, settings_.config.tolerance, state.h2_options);
+      linalg::H2<cf64> h;
+      try {
+        h = linalg::h2_from_dense<cf64>(exec, linalg::Batch<const cf64>::packed(rc, n, n, 1), state.h2_points,
+                                        state.h2_dim, settings_.config.tolerance, state.h2_options);
+      } catch (const linalg::InvalidArgument&) {
+        throw;  // the stage's own arguments: a bug, not the cell's data
+      } catch (const linalg::Error&) {
+        continue;  // a node's SVD did not converge: the cell has no H² form (finish() says so)
+      }
       linalg::h2_expand<cf64>(exec, h, linalg::Batch<cf64>::packed(state.h2_expanded.data(), n, n, 1));
       double err2 = 0.0;
       for (std::size_t i = 0; i < nn; ++i) err2 += std::norm(rc[i] - state.h2_expanded[i]);
@@ -505,6 +532,14 @@ void CompressStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
     std::byte* staging = state.staging.data() + kDescriptorBytes;
     if (rank_bytes > 0)
       COVFLOW_CUDA_TRY(cudaMemcpyAsync(staging + at.ranks, tlr.rank, rank_bytes, cudaMemcpyDeviceToHost, stream));
+    if (state.h2) {
+      const linalg::H2DenseCells h2 = state.h2_plan.cells();
+      const std::size_t levels = state.h2_plan.shape().rank.size();
+      COVFLOW_CUDA_TRY(cudaMemcpyAsync(staging + at.h2_ranks, h2.level_rank, std::size_t(cells) * levels * sizeof(int),
+                                       cudaMemcpyDeviceToHost, stream));
+      COVFLOW_CUDA_TRY(cudaMemcpyAsync(staging + at.h2_status, h2.status, std::size_t(cells) * sizeof(int),
+                                       cudaMemcpyDeviceToHost, stream));
+    }
     COVFLOW_CUDA_TRY(cudaMemcpyAsync(staging + at.tlr_info, numbers + at.tlr_info, at.bytes - at.tlr_info,
                                      cudaMemcpyDeviceToHost, stream));
     new (state.staging.data()) NumbersCopy{&frame, frame.sequence, static_cast<std::uint32_t>(cells)};
@@ -514,6 +549,39 @@ void CompressStage::run(pipeline::FrameSlot& frame, linalg::Exec& exec) {
     finish(state, frame);
   }
 }
+
+#if COVFLOW_HAS_CUDA
+// A CUDA lane's H² outcome per cell from the numbers copied back: built unless the plan flagged
+// the cell (a NaN or Inf, or a node's SVD that did not converge); the error from the expansion's
+// reduction; bytes and ranks by h2_bytes' formula at the cell's own level ranks (what h2_stats
+// gives for the CPU lane's H2<cf64>), over the levels that hold coupling blocks.
+void CompressStage::h2_cells_from_device(Lane& state, const std::byte* numbers, int cells) const {
+  const detail::CompressLayout& at = state.layout;
+  const linalg::H2DeviceShape& shape = state.h2_plan.shape();
+  const std::size_t levels = shape.rank.size();
+  const auto* ranks = reinterpret_cast<const std::int32_t*>(numbers + at.h2_ranks);
+  const auto* status = reinterpret_cast<const std::int32_t*>(numbers + at.h2_status);
+  const auto* err2 = reinterpret_cast<const double*>(numbers + at.h2_err2);
+  const auto* norm2 = reinterpret_cast<const double*>(numbers + at.h2_norm2);
+  for (int c = 0; c < cells; ++c) {
+    H2Cell& out = state.h2_cells[std::size_t(c)];
+    out = H2Cell{};
+    if (status[c] != 0) continue;
+    const std::span<const int> level_rank(ranks + std::size_t(c) * levels, levels);
+    out.built = true;
+    out.err2 = err2[c];
+    out.bytes = state.h2_plan.report(level_rank, norm2[c], 0.0, settings_.config.tolerance).bytes_after;
+    for (std::size_t l = 0; l < levels; ++l) {
+      if (shape.coupling_count(static_cast<int>(l)) == 0) continue;
+      const std::int32_t k = level_rank[l];
+      out.rank_min = out.rank_count == 0 ? k : std::min(out.rank_min, k);
+      out.rank_max = out.rank_count == 0 ? k : std::max(out.rank_max, k);
+      out.rank_sum += k;
+      ++out.rank_count;
+    }
+  }
+}
+#endif
 
 void CompressStage::collect(pipeline::FrameSlot& frame, linalg::Exec& exec) {
 #if COVFLOW_HAS_CUDA
@@ -549,6 +617,9 @@ void CompressStage::finish(Lane& state, pipeline::FrameSlot& frame) {
   const auto* g_dense = reinterpret_cast<const cf64*>(numbers + at.g_dense);
   const auto* g_tlr = reinterpret_cast<const cf64*>(numbers + at.g_tlr);
   const auto* q_tlr = reinterpret_cast<const double*>(numbers + at.q_tlr);
+#if COVFLOW_HAS_CUDA
+  if (state.cuda && state.h2) h2_cells_from_device(state, numbers, static_cast<int>(frame.header.count));
+#endif
 
   using Compressed = pipeline::FrameResults::Compressed;
   auto& results = frame.results;

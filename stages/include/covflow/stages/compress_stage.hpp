@@ -13,9 +13,10 @@
 //   h2       an H² matrix on the array's element positions (linalg::h2_from_dense: cluster tree of the
 //            elements, leaf_size and η from the config, nested bases from the covariance's own
 //            far-field block rows, error bounded by τ), expanded (linalg::h2_expand) to measure the
-//            achieved error against R, as tlr is. CPU lanes only: a CUDA lane refuses format h2.
-//   auto     all of them (h2 on CPU lanes only), and per cell the one that meets τ in the fewest
-//            bytes.
+//            achieved error against R, as tlr is. A CUDA lane builds and expands all cells of a
+//            frame at once with linalg::H2DensePlan (made in prepare() for the element positions
+//            and shape.cells): the same construction, ranks and bytes up to rounding.
+//   auto     all of them, and per cell the one that meets τ in the fewest bytes.
 //
 // With looks, each cell's MVDR weights toward them are solved through the TLR factor
 // (linalg::tlr_potrf, tlr_potrs: w = R̃⁻¹a / (aᴴR̃⁻¹a)) and compared with dense ones (linalg::potrf,
@@ -32,13 +33,17 @@
 // Writes: results.compress (per cell: form, ranks, bytes, error, SINR loss per look),
 //         results.cell_status where a cell's covariance held a NaN or an Inf (kept when an
 //         earlier stage already set one), results.cells.
-// State:  per lane, the buffers of one frame (nothing carries from frame to frame). On a CUDA
-//         lane the work stays on the device and the few per-cell numbers come back with
+// State:  per lane, the buffers of one frame (nothing carries from frame to frame), and with h2
+//         on a CUDA lane the H² plan (the element positions' trees and index lists, storage and
+//         scratch for shape.cells cells), all made in prepare(); a frame allocates nothing. On a
+//         CUDA lane the work stays on the device and the few per-cell numbers come back with
 //         asynchronous copies into a pinned buffer of the lane, unpacked by collect(); run()
-//         never synchronises.
+//         never synchronises, h2 included: the H² construction sizes its levels by ranks bounded
+//         from the tree (linalg::H2DensePlan) instead of reading the ranks back.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <complex>
 #include <cstdint>
 #include <string_view>
@@ -100,6 +105,7 @@ class CompressStage final : public pipeline::Stage {
  private:
   Lane& lane(const linalg::Exec& exec) const;
   void finish(Lane& state, pipeline::FrameSlot& frame);
+  void h2_cells_from_device(Lane& state, const std::byte* numbers, int cells) const;
 
   CompressSettings settings_;
   PerLane<Lane> lanes_;
