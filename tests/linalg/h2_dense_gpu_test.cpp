@@ -2,13 +2,16 @@
 // guarantee): the same ranks (within one per level where a singular value sits at the threshold;
 // printed), the expanded matrices equal up to rounding, the error measured densely against tol and
 // the reported bound, orthonormal bases, the device matvec against the CPU one; and the argument
-// errors. Inputs: a sample covariance of a planar array (its real part for real types) and a
+// errors; and H2DensePlan, the batched construction for the frame loop, likewise per matrix of a
+// batch. Inputs: a sample covariance of a planar array (its real part for real types) and a
 // Matérn / clutter kernel matrix.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <complex>
 #include <iostream>
+#include <limits>
+#include <span>
 #include <numbers>
 #include <random>
 #include <string>
@@ -120,6 +123,128 @@ TYPED_TEST(H2DenseGpu, KernelMatrixMatchesCpu) {
   const H2<T> built = h2_build<T>(this->cpu_, p, 2, spec, options);
   const std::vector<T> dense = expand(this->cpu_, built);
   this->compare("kernel", p, std::vector<cd>(dense.begin(), dense.end()), options);
+}
+
+// H2DensePlan: a batch of three matrices on the same points — two sample covariances and one with
+// a NaN — built at once, each matrix against the CPU h2_from_dense as above (ranks within one per
+// level, error within tol and the reported bound, the compact download's dense blocks bit for bit,
+// report = the CPU's formula on the download); the batch's expansion (outputs poisoned first)
+// against the CPU expansion of each download to 100·n·ε·‖A‖; the NaN matrix flagged and built as
+// zero without touching the others; a second build of the same batch neither grows the workspace
+// nor changes a bit of the results.
+TYPED_TEST(H2DenseGpu, PlanBuildsABatchAsTheCpuDoesEachMatrix) {
+  using T = TypeParam;
+  Exec& gpu = test::GpuTest::gpu();
+  const cudaStream_t stream = gpu.cuda_context().stream();
+  const std::vector<double> p = planar_array(16, this->rng_);
+  const std::int64_t n = static_cast<std::int64_t>(p.size()) / 2, count = 3;
+  const H2Options options{16, 1.0};
+  const double tol = std::is_same_v<real_t<T>, double> ? 1e-6 : 1e-3;
+  std::vector<T> batch(static_cast<std::size_t>(count * n * n));
+  for (std::int64_t c = 0; c < count; ++c) {
+    std::vector<cd> a = sample_covariance(p, 512, {10.0, 2.0 + double(c)}, 30, this->rng_);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      batch[static_cast<std::size_t>(c * n * n) + i] = from_cd<T>(is_complex_v<T> ? a[i] : cd(a[i].real()));
+  }
+  batch[static_cast<std::size_t>(2 * n * n + 5 + 7 * n)] = from_cd<T>(cd(std::numeric_limits<double>::quiet_NaN()));
+  cuda::DeviceBuffer<T> ad(batch.size()), out(batch.size());
+  ad.upload(batch, stream);
+
+  H2DensePlan<T> plan(gpu, p, 2, options, 4);
+  EXPECT_EQ(plan.n(), n);
+  EXPECT_GE(gpu.workspace().capacity(), plan.workspace_bytes());
+  const std::size_t growths = gpu.workspace().growth_count(), bytes = plan.device_bytes();
+  plan.build(gpu, Batch<const T>::packed(ad.data(), n, n, count), tol);
+  out.fill_bytes(0xFF, stream);  // NaN: an element the expansion does not write fails below
+  plan.expand(gpu, Batch<T>::packed(out.data(), n, n, count));
+  std::vector<T> expanded(batch.size());
+  out.download(expanded, stream);
+  const std::size_t levels = plan.shape().rank.size();
+  std::vector<int> level_rank(static_cast<std::size_t>(count) * levels), flags(static_cast<std::size_t>(count));
+  std::vector<double> norm2(static_cast<std::size_t>(count)), dropped(static_cast<std::size_t>(count));
+  const H2DenseCells cells = plan.cells();
+  auto back = [&](auto& host, const auto* device) {
+    ASSERT_EQ(cudaMemcpyAsync(host.data(), device, host.size() * sizeof(host[0]), cudaMemcpyDeviceToHost, stream),
+              cudaSuccess);
+  };
+  back(level_rank, cells.level_rank);
+  back(flags, cells.status);
+  back(norm2, cells.norm2);
+  back(dropped, cells.dropped);
+  gpu.synchronize();
+  EXPECT_EQ(gpu.workspace().growth_count(), growths) << "a build or expansion grew the workspace";
+  EXPECT_EQ(plan.device_bytes(), bytes);
+
+  std::vector<H2<T>> first;
+  for (std::int64_t c = 0; c < 2; ++c) {
+    SCOPED_TRACE("matrix " + std::to_string(c));
+    const std::vector<T> a(batch.begin() + c * n * n, batch.begin() + (c + 1) * n * n);
+    const double anorm = norm(a);
+    EXPECT_EQ(flags[static_cast<std::size_t>(c)], 0);
+    H2CompressReport rc;
+    const H2<T> hc = h2_from_dense<T>(this->cpu_, Batch<const T>::packed(a.data(), n, n, 1), p, 2, tol, options, &rc);
+    const H2<T> hg = plan.download(gpu, c);
+    const std::span<const int> ranks(level_rank.data() + c * static_cast<std::int64_t>(levels), levels);
+    const H2CompressReport rg = plan.report(ranks, norm2[static_cast<std::size_t>(c)], dropped[static_cast<std::size_t>(c)], tol);
+    const std::vector<T> ec = expand(this->cpu_, hc), eg = expand(this->cpu_, hg);
+    const double measured = diff_norm(eg, a) / anorm;
+    ASSERT_EQ(hc.rank.size(), hg.rank.size());
+    for (std::size_t l = 0; l < hc.rank.size(); ++l) EXPECT_LE(std::abs(hc.rank[l] - hg.rank[l]), 1) << "level " << l;
+    EXPECT_EQ(rg.ranks_after, hg.rank);
+    EXPECT_EQ(rg.bytes_after, h2_bytes(hg));
+    EXPECT_NEAR(rg.norm, rc.norm, 1e-5 * rc.norm);
+    EXPECT_LE(rg.error_bound, tol);
+    EXPECT_LE(measured, rg.error_bound + 10 * std::sqrt(double(n)) * eps<T>());
+    EXPECT_LE(measured, tol);
+    if (hc.rank == hg.rank) {
+      EXPECT_EQ(rg.bytes_after, rc.bytes_after);
+      EXPECT_LE(diff_norm(eg, ec) / anorm, 0.25 * tol + 100 * std::sqrt(double(n)) * eps<T>());
+    }
+    EXPECT_EQ(hg.dense, hc.dense);  // copied entries, bit for bit
+    const std::vector<T> batch_expanded(expanded.begin() + c * n * n, expanded.begin() + (c + 1) * n * n);
+    EXPECT_LE(diff_norm(batch_expanded, eg) / anorm, 100 * double(n) * eps<T>());
+    first.push_back(hg);
+  }
+  // The NaN matrix: flagged, built as zero.
+  EXPECT_EQ(flags[2], status::non_finite_input);
+  EXPECT_FALSE(std::isfinite(norm2[2]));
+  const std::vector<T> zero_expanded(expanded.begin() + 2 * n * n, expanded.end());
+  EXPECT_EQ(norm(zero_expanded), 0.0);
+
+  // Again: nothing grows, nothing changes.
+  plan.build(gpu, Batch<const T>::packed(ad.data(), n, n, count), tol);
+  for (std::int64_t c = 0; c < 2; ++c) {
+    const H2<T> again = plan.download(gpu, c);
+    EXPECT_EQ(again.rank, first[static_cast<std::size_t>(c)].rank);
+    EXPECT_EQ(again.leaf_basis, first[static_cast<std::size_t>(c)].leaf_basis);
+    EXPECT_EQ(again.transfer, first[static_cast<std::size_t>(c)].transfer);
+    EXPECT_EQ(again.coupling, first[static_cast<std::size_t>(c)].coupling);
+  }
+  EXPECT_EQ(gpu.workspace().growth_count(), growths);
+}
+
+TEST(H2DenseGpuErrors, PlanNamesTheArgument) {
+  COVFLOW_SKIP_WITHOUT_DEVICE();
+  Exec& gpu = test::GpuTest::gpu();
+  Exec cpu = Exec::cpu(1);
+  const std::int64_t n = 64;
+  std::vector<double> p(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = double(i);
+  test::expect_invalid_argument([&] { H2DensePlan<f64>(cpu, p, 1, {}, 1); }, "H2DensePlan: exec must be a CUDA Exec");
+  test::expect_invalid_argument([&] { H2DensePlan<f64>(gpu, p, 1, {}, 0); }, "H2DensePlan: max_count 0");
+  H2DensePlan<f64> plan(gpu, p, 1, H2Options{8, 1.0}, 2);
+  cuda::DeviceBuffer<f64> a(static_cast<std::size_t>(3 * n * n));
+  a.fill_bytes(0, gpu.cuda_context().stream());
+  test::expect_invalid_argument([&] { plan.expand(gpu, Batch<f64>::packed(a.data(), n, n, 1)); },
+                                "H2DensePlan: expand: out holds 1 matrices; the last build made 0");
+  test::expect_invalid_argument([&] { plan.build(gpu, Batch<const f64>::packed(a.data(), n, n, 3), 1e-3); },
+                                "H2DensePlan: build: a holds 3 matrices");
+  test::expect_invalid_argument([&] { plan.build(gpu, Batch<const f64>::packed(a.data(), n - 1, n - 1, 1), 1e-3); },
+                                "H2DensePlan: build: a is 63×63");
+  test::expect_invalid_argument([&] { plan.build(gpu, Batch<const f64>::packed(a.data(), n, n, 1), 0.0); },
+                                "H2DensePlan: build: tol");
+  EXPECT_NO_THROW(plan.build(gpu, Batch<const f64>::packed(a.data(), n, n, 2), 1e-3));
+  gpu.synchronize();
 }
 
 TEST(H2DenseGpuErrors, NameTheArgument) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <complex>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -148,8 +149,8 @@ void check_forms_meet_the_tolerance(linalg::Exec& exec) {
   Harness tlr(with_max_rank(config::CompressFormat::tlr, 12), exec);
   Harness low(with_max_rank(config::CompressFormat::lowrank, 12), exec);
   Harness both(with_max_rank(config::CompressFormat::automatic, 12), exec);
-  // h2 is a candidate of auto on CPU lanes (a CUDA lane refuses format h2; see check_h2_form).
-  const bool with_h2 = !exec.is_cuda();
+  // h2 is a candidate of auto on both lanes; the h2-only reference runs on a CPU lane.
+  const bool with_h2 = true;
   linalg::Exec cpu = linalg::Exec::cpu();
   Harness h2(with_max_rank(config::CompressFormat::h2, 0), cpu);
   // The default cap, tile / 2 = 6, is below what the clutter's tiles need: cut there, the error is
@@ -310,10 +311,28 @@ void check_nan_cell_is_isolated(linalg::Exec& exec) {
   EXPECT_EQ(h.stage->counters().non_finite_cells, 1u);
 }
 
-// format h2 on a CPU lane: per cell, the form linalg::h2_from_dense makes of the cell's covariance
-// on the array's element positions (bytes and level ranks as h2_stats reports them), its error
-// measured against the covariance and within τ; the result message names the form. A CUDA lane
-// refuses format h2 when it is prepared, and looks with format h2 are refused when the stage is made.
+// The planar test array's element positions as the stage takes them: the array lies in the y–z
+// plane (x = 0 for every element), so the points are its (y, z).
+inline std::vector<double> planar_points(const config::Config& c) {
+  const auto positions = stages::element_positions(c.scenario);
+  std::vector<double> points;
+  for (const auto& p : positions) {
+    EXPECT_EQ(p.x, 0.0);
+    points.insert(points.end(), {p.y, p.z});
+  }
+  return points;
+}
+
+// format h2: per cell, the form linalg::h2_from_dense makes on the CPU of the cell's covariance on
+// the array's element positions (bytes and level ranks as h2_stats reports them), its error
+// measured against the covariance and within τ; the result message names the form. Looks with
+// format h2 are refused when the stage is made.
+//   A CPU lane runs that very construction: equal bytes and ranks, the error to 10⁻³·τ (the sums
+//   in another order). A CUDA lane builds the cells at once on the device (linalg::H2DensePlan):
+//   its ranks may differ by one at a level where a singular value lies within rounding of the
+//   node threshold (then bytes differ, and only τ bounds both errors); with equal ranks the bytes
+//   are equal and the errors agree to 10⁻²·τ (the kept subspaces agree up to rounding amplified by
+//   the spectral gap at the threshold, far below that for these matrices).
 template <class T>
 void check_h2_form(linalg::Exec& exec) {
   const std::uint64_t seed = fresh_seed("compress stage");
@@ -322,25 +341,12 @@ void check_h2_form(linalg::Exec& exec) {
   auto c = planar_config<T>(seed, config::CompressFormat::h2, tolerance);
   c.pipeline.stages.compress.leaf_size = 8;
   c.pipeline.stages.compress.eta = 1.0;
-  if (exec.is_cuda()) {
-    const auto shape = stages::frame_shape(c);
-    auto chain = stages::make_processing_stages(c);
-    EXPECT_THROW(chain.front()->prepare(shape, exec), std::invalid_argument);
-    return;
-  }
   Harness h(c, exec);
   const replay::Frame frame = h.generator.frame(4);
   h.run(frame);
   const int n = 48;
-  // The element positions as the stage takes them: the planar array lies in the y–z plane (x = 0
-  // for every element), so the points are its (y, z).
-  const auto positions = stages::element_positions(c.scenario);
-  ASSERT_EQ(positions.size(), std::size_t(n));
-  std::vector<double> points;
-  for (const auto& p : positions) {
-    ASSERT_EQ(p.x, 0.0);
-    points.insert(points.end(), {p.y, p.z});
-  }
+  const std::vector<double> points = planar_points(c);
+  ASSERT_EQ(points.size(), std::size_t(2 * n));
   linalg::Exec cpu = linalg::Exec::cpu();
   linalg::H2Options options;
   options.leaf_size = 8;
@@ -358,19 +364,37 @@ void check_h2_form(linalg::Exec& exec) {
       err2 += std::norm(r[i] - e[i]);
       norm2 += std::norm(r[i]);
     }
-    EXPECT_EQ(h.out().format[cell], Compressed::h2);
-    EXPECT_EQ(h.out().bytes[cell], stats.total_bytes);
-    EXPECT_NEAR(h.out().error[cell], std::sqrt(err2 / norm2), 1e-3 * tolerance);
-    EXPECT_LE(h.out().error[cell], tolerance);
-    int levels = 0, largest = 0;
+    int levels = 0, largest = 0, smallest = 0;
+    std::int64_t sum = 0;
     for (std::size_t l = 0; l < stats.ranks.size(); ++l)
       if (stats.coupling_blocks[l] > 0) {
+        smallest = levels == 0 ? stats.ranks[l] : std::min(smallest, stats.ranks[l]);
         ++levels;
         largest = std::max(largest, stats.ranks[l]);
+        sum += stats.ranks[l];
       }
     EXPECT_GT(levels, 0) << "the tree has admissible blocks";
+    EXPECT_EQ(h.out().format[cell], Compressed::h2);
+    EXPECT_LE(h.out().error[cell], tolerance);
     EXPECT_EQ(h.out().rank_count[cell], levels);
-    EXPECT_EQ(h.out().rank_max[cell], largest);
+    const bool same_ranks = h.out().rank_max[cell] == largest && h.out().rank_min[cell] == smallest &&
+                            h.out().rank_sum[cell] == sum;
+    if (!exec.is_cuda()) {
+      EXPECT_TRUE(same_ranks);
+      EXPECT_EQ(h.out().bytes[cell], stats.total_bytes);
+      EXPECT_NEAR(h.out().error[cell], std::sqrt(err2 / norm2), 1e-3 * tolerance);
+    } else {
+      EXPECT_LE(std::abs(h.out().rank_max[cell] - largest), 1);
+      EXPECT_LE(std::abs(h.out().rank_sum[cell] - sum), levels);
+      if (same_ranks) {
+        EXPECT_EQ(h.out().bytes[cell], stats.total_bytes);
+        EXPECT_NEAR(h.out().error[cell], std::sqrt(err2 / norm2), 1e-2 * tolerance);
+      } else {
+        std::cout << "[ compress h2 ] cell " << cell << ": device ranks " << h.out().rank_min[cell] << ".."
+                  << h.out().rank_max[cell] << " (sum " << h.out().rank_sum[cell] << "), CPU " << smallest << ".."
+                  << largest << " (sum " << sum << "): a singular value at the threshold\n";
+      }
+    }
   }
   EXPECT_EQ(h.stage->counters().h2_cells, 4u);
   std::string json;
@@ -381,6 +405,112 @@ void check_h2_form(linalg::Exec& exec) {
   auto with_looks = c;
   with_looks.pipeline.stages.compress.looks_deg = {0.0};
   EXPECT_THROW(stages::make_processing_stages(with_looks), std::exception);
+}
+
+// auto with H² among the candidates (a tree with admissible blocks: leaf 8, η = 1) on `exec`
+// against the same stage on a CPU lane, same frame: per cell the same form, and that form's
+// bytes, ranks and error as the CPU lane's (the error to 10⁻²·τ, as check_h2_form says why; a
+// cell whose H² ranks differ by one at a threshold may then change form, reported and skipped).
+template <class T>
+void check_auto_with_h2_matches_the_cpu_lane(linalg::Exec& exec) {
+  const std::uint64_t seed = fresh_seed("compress stage");
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  const double tolerance = std::is_same_v<T, linalg::cf32> ? 1e-4 : 1e-7;
+  auto c = planar_config<T>(seed, config::CompressFormat::automatic, tolerance);
+  c.pipeline.stages.compress.leaf_size = 8;
+  c.pipeline.stages.compress.eta = 1.0;
+  c.pipeline.stages.compress.max_rank = 12;
+  linalg::Exec cpu = linalg::Exec::cpu(2);
+  Harness here(c, exec), there(c, cpu);
+  auto h2_only = c;
+  h2_only.pipeline.stages.compress.format = config::CompressFormat::h2;
+  Harness h2_here(h2_only, exec), h2_there(h2_only, cpu);
+  const replay::Frame frame = here.generator.frame(5);
+  for (Harness* h : {&here, &there, &h2_here, &h2_there}) h->run(frame);
+  for (std::size_t cell = 0; cell < 4; ++cell) {
+    SCOPED_TRACE(::testing::Message() << "cell " << cell);
+    const bool h2_agrees = h2_here.out().bytes[cell] == h2_there.out().bytes[cell] &&
+                           h2_here.out().rank_sum[cell] == h2_there.out().rank_sum[cell];
+    if (!h2_agrees) {
+      std::cout << "[ compress auto ] cell " << cell << ": H² bytes " << h2_here.out().bytes[cell] << " here, "
+                << h2_there.out().bytes[cell] << " on the CPU lane (a singular value at the threshold)\n";
+      continue;
+    }
+    EXPECT_EQ(here.out().format[cell], there.out().format[cell]);
+    EXPECT_EQ(here.out().bytes[cell], there.out().bytes[cell]);
+    EXPECT_EQ(here.out().rank_min[cell], there.out().rank_min[cell]);
+    EXPECT_EQ(here.out().rank_max[cell], there.out().rank_max[cell]);
+    EXPECT_NEAR(here.out().error[cell], there.out().error[cell], 1e-2 * tolerance);
+    EXPECT_LE(here.out().error[cell], tolerance);
+    EXPECT_NEAR(h2_here.out().error[cell], h2_there.out().error[cell], 1e-2 * tolerance);
+  }
+  const auto counters = here.stage->counters();
+  EXPECT_EQ(counters.tlr_cells + counters.lowrank_cells + counters.h2_cells, 4u);
+  EXPECT_EQ(counters.over_tolerance, 0u);
+}
+
+// format h2 with a NaN in one cell's covariance: that cell gets status non_finite_input and no
+// form; the other cells' results are bit-identical to a clean run of the same frame.
+template <class T>
+void check_h2_nan_cell_is_isolated(linalg::Exec& exec) {
+  const std::uint64_t seed = fresh_seed("compress stage");
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  auto c = planar_config<T>(seed, config::CompressFormat::h2, std::is_same_v<T, linalg::cf32> ? 1e-4 : 1e-7);
+  c.pipeline.stages.compress.leaf_size = 8;
+  c.pipeline.stages.compress.eta = 1.0;
+  Harness h(c, exec);
+  const replay::Frame clean = h.generator.frame(6);
+  h.run(clean);
+  const Compressed before = h.out();
+  replay::Frame bad = clean;
+  auto* x = reinterpret_cast<T*>(bad.payload.data());
+  x[1 * 48 * 48 + 30 * 48 + 3] = T(std::numeric_limits<typename T::value_type>::infinity(), 0);
+  x[2 * 48 * 48 + 5 * 48 + 7] = T(std::numeric_limits<typename T::value_type>::quiet_NaN(), 0);
+  h.run(bad);
+  for (std::size_t cell : {1u, 2u}) {
+    EXPECT_EQ(h.slot->slot.results.cell_status[cell], linalg::status::non_finite_input) << "cell " << cell;
+    EXPECT_EQ(h.out().format[cell], Compressed::not_computed) << "cell " << cell;
+  }
+  for (std::size_t cell : {0u, 3u}) {
+    SCOPED_TRACE(::testing::Message() << "cell " << cell);
+    EXPECT_EQ(h.out().format[cell], Compressed::h2);
+    EXPECT_EQ(h.out().bytes[cell], before.bytes[cell]);
+    EXPECT_EQ(h.out().rank_sum[cell], before.rank_sum[cell]);
+    EXPECT_EQ(std::memcmp(&h.out().error[cell], &before.error[cell], sizeof(float)), 0);
+  }
+  EXPECT_EQ(h.stage->counters().non_finite_cells, 2u);
+  EXPECT_EQ(h.stage->counters().h2_cells, 6u);
+}
+
+// The frame loop's steady state with H² (auto, so every form runs): after the first frame the
+// Exec's workspace never grows again (a CUDA lane's H² plan and buffers were made in prepare()),
+// and a frame run again after others gives bit-identical results (nothing carries over from the
+// frames between: every stored value of the padded H² forms is rewritten by each frame).
+template <class T>
+void check_h2_steady_state(linalg::Exec& exec) {
+  const std::uint64_t seed = fresh_seed("compress stage");
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  auto c = planar_config<T>(seed, config::CompressFormat::automatic, std::is_same_v<T, linalg::cf32> ? 1e-4 : 1e-7);
+  c.pipeline.stages.compress.leaf_size = 8;
+  c.pipeline.stages.compress.eta = 1.0;
+  c.pipeline.stages.compress.max_rank = 12;
+  Harness h(c, exec);
+  const replay::Frame first = h.generator.frame(7);
+  h.run(first);
+  const Compressed once = h.out();
+  const std::size_t growths = exec.workspace().growth_count();
+  const std::size_t capacity = exec.workspace().capacity();
+  for (std::uint64_t sequence = 8; sequence < 12; ++sequence) h.run(h.generator.frame(sequence));
+  h.run(first);
+  EXPECT_EQ(exec.workspace().growth_count(), growths) << "the workspace grew in the frame loop";
+  EXPECT_EQ(exec.workspace().capacity(), capacity);
+  for (std::size_t cell = 0; cell < 4; ++cell) {
+    SCOPED_TRACE(::testing::Message() << "cell " << cell);
+    EXPECT_EQ(h.out().format[cell], once.format[cell]);
+    EXPECT_EQ(h.out().bytes[cell], once.bytes[cell]);
+    EXPECT_EQ(h.out().rank_sum[cell], once.rank_sum[cell]);
+    EXPECT_EQ(std::memcmp(&h.out().error[cell], &once.error[cell], sizeof(float)), 0);
+  }
 }
 
 // A snapshot frame reaching a stage that reads covariance frames' payloads is a FrameError, and

@@ -28,6 +28,15 @@ TYPED_TEST(CompressGpu, NanCellSetsItsStatusAndLeavesTheOthers) {
 TYPED_TEST(CompressGpu, H2FormIsTheCovarianceOnTheElementPositions) {
   compress_checks::check_h2_form<TypeParam>(GpuTest::gpu());
 }
+TYPED_TEST(CompressGpu, AutoWithH2MatchesTheCpuLane) {
+  compress_checks::check_auto_with_h2_matches_the_cpu_lane<TypeParam>(GpuTest::gpu());
+}
+TYPED_TEST(CompressGpu, H2NanCellSetsItsStatusAndLeavesTheOthers) {
+  compress_checks::check_h2_nan_cell_is_isolated<TypeParam>(GpuTest::gpu());
+}
+TYPED_TEST(CompressGpu, H2SteadyStateNeitherGrowsTheWorkspaceNorCarriesState) {
+  compress_checks::check_h2_steady_state<TypeParam>(GpuTest::gpu());
+}
 TYPED_TEST(CompressGpu, WrongInputsAreRefused) {
   compress_checks::check_wrong_inputs_are_refused<TypeParam>(GpuTest::gpu());
 }

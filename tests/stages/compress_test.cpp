@@ -30,6 +30,15 @@ TYPED_TEST(CompressCpu, NanCellSetsItsStatusAndLeavesTheOthers) {
 TYPED_TEST(CompressCpu, H2FormIsTheCovarianceOnTheElementPositions) {
   compress_checks::check_h2_form<TypeParam>(this->exec);
 }
+TYPED_TEST(CompressCpu, AutoWithH2MatchesTheCpuLane) {
+  compress_checks::check_auto_with_h2_matches_the_cpu_lane<TypeParam>(this->exec);
+}
+TYPED_TEST(CompressCpu, H2NanCellSetsItsStatusAndLeavesTheOthers) {
+  compress_checks::check_h2_nan_cell_is_isolated<TypeParam>(this->exec);
+}
+TYPED_TEST(CompressCpu, H2SteadyStateNeitherGrowsTheWorkspaceNorCarriesState) {
+  compress_checks::check_h2_steady_state<TypeParam>(this->exec);
+}
 TYPED_TEST(CompressCpu, WrongInputsAreRefused) {
   compress_checks::check_wrong_inputs_are_refused<TypeParam>(this->exec);
 }
