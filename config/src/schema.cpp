@@ -263,8 +263,7 @@ std::vector<Key> make_keys() {
       {.path = "pipeline.stages.compress.format", .access = COVFLOW_CHOICE(pipeline.stages.compress.format),
        .description = "tlr: tiles, the off-diagonal ones as U·Vᴴ of per-tile rank; lowrank: σ²I plus one Hermitian "
                       "low-rank part (a few strong emitters over noise); h2: an H² matrix on the array's element "
-                      "positions (CPU lanes); auto: per cell, whichever of them meets the tolerance in the fewest "
-                      "bytes (tlr and lowrank, and h2 on CPU lanes)",
+                      "positions; auto: per cell, whichever of them meets the tolerance in the fewest bytes",
        .choices = names(compress_format_names)},
       {.path = "pipeline.stages.compress.tolerance", .access = COVFLOW_REF(pipeline.stages.compress.tolerance),
        .description = "Relative Frobenius error allowed per cell: ‖R − R̃‖_F ≤ tolerance·‖R‖_F",
