@@ -230,8 +230,8 @@ TEST(H2DenseGpuErrors, PlanNamesTheArgument) {
   const std::int64_t n = 64;
   std::vector<double> p(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) p[static_cast<std::size_t>(i)] = double(i);
-  test::expect_invalid_argument([&] { H2DensePlan<f64>(cpu, p, 1, {}, 1); }, "H2DensePlan: exec must be a CUDA Exec");
-  test::expect_invalid_argument([&] { H2DensePlan<f64>(gpu, p, 1, {}, 0); }, "H2DensePlan: max_count 0");
+  test::expect_invalid_argument([&] { (void)H2DensePlan<f64>(cpu, p, 1, {}, 1); }, "H2DensePlan: exec must be a CUDA Exec");
+  test::expect_invalid_argument([&] { (void)H2DensePlan<f64>(gpu, p, 1, {}, 0); }, "H2DensePlan: max_count 0");
   H2DensePlan<f64> plan(gpu, p, 1, H2Options{8, 1.0}, 2);
   cuda::DeviceBuffer<f64> a(static_cast<std::size_t>(3 * n * n));
   a.fill_bytes(0, gpu.cuda_context().stream());

@@ -549,7 +549,8 @@ H2Device<T> h2_from_dense_device(Exec& cuda_exec, Batch<const T> a, std::span<co
 //   compact one of ranks k_l = max_t r_t holds; the ranks k_l, the norm and the drops are written
 //   on the device per matrix (cells()), for the caller to copy back when it chooses. The price is
 //   work: the QR, SVD and products run at the padded widths (at most 2× the compact ones per
-//   level when the ranks fill the bound, more when they are far below it).
+//   level when the ranks fill the bound, more when they are far below it), and the batched QR's
+//   limits above apply to the padded widths 2·K_l.
 //   Results equal h2_from_dense's up to rounding: the same thresholds (τ from each matrix's own
 //   ‖A‖_F, summed in a fixed order), the same ranks k_l except where a singular value lies within
 //   rounding of τ, the same represented matrix up to rounding (the zero padding adds zero rows to
