@@ -610,6 +610,14 @@ void Runner::ingest_claims(FrameInput& input, std::size_t placers) {
   }
   changed.notify_all();
   for (auto& t : threads) t.join();
+  for (auto& lane : lanes_) {
+    if (!lane->uploader) continue;
+    try {
+      lane->uploader->wait();  // no copy may still read a slot the pool hands out again
+    } catch (const std::exception& e) {
+      log_->error("ingest: waiting for lane {}'s uploads: {}", lane->index, e.what());
+    }
+  }
   if (held != nullptr) pool_->release(held);
   close_queues();
   thread_exited();
