@@ -413,7 +413,7 @@ std::unique_ptr<Scenario> make_scenario(const std::string& payload, const Pipeli
   cfg.pipeline.budget_ms = o.budget_ms;
   cfg.pipeline.queue_depth = 8;
   cfg.pipeline.overflow = config::Overflow::drop_oldest;
-  cfg.pipeline.stages.adaptive.enabled = false;
+  cfg.pipeline.stages.adaptive.enabled = o.adaptive && payload == "snapshots";
   s->shape = stages::scenario_shape(cfg.scenario);
   stages::ScenarioGenerator generator(cfg.scenario);
   for (std::uint64_t t = 0; t < kTemplates; ++t) s->templates.push_back(generator.frame(t));
@@ -494,6 +494,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   options.lane_choice = o.lane_choice == "claimed" ? pipeline::RunnerOptions::LaneChoice::when_claimed
                         : o.lane_choice == "taken" ? pipeline::RunnerOptions::LaneChoice::when_taken
                                                    : pipeline::RunnerOptions::LaneChoice::automatic;
+  options.stateful_lanes = o.stateful == "one" ? pipeline::RunnerOptions::StatefulLanes::one_lane
+                                               : pipeline::RunnerOptions::StatefulLanes::split_cells;
   FrameTimes frame_times;
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
@@ -508,7 +510,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
                             check.add(slot);
                           });
   if (runner.lane_count() != lanes.size())
-    throw std::runtime_error("pipeline bench: the chain runs on one lane: " + runner.single_lane_reason());
+    throw std::runtime_error(fmt::format("pipeline bench: the chain runs on {} lane(s) of {}: {}", runner.lane_count(),
+                                         lanes.size(), runner.single_lane_reason()));
   runner.warm_up(stages::warm_up_frame(s.shape));
 
   // The input, as covflowd makes it.
@@ -571,6 +574,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   out["placers"] = runner.placers();
   out["take_while_computing"] = o.take_while_computing;
   out["lane_choice"] = o.lane_choice;
+  out["adaptive"] = o.adaptive;
+  out["stateful"] = o.stateful;
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);
   out["input_kind"] = run.input;  // "input" is the metrics' object

@@ -564,6 +564,7 @@ json Daemon::status() {
           {"backend", std::string(name(execs_.front().backend()))},
           {"lanes", lane_names()},
           {"single_lane_reason", pipeline_->runner->single_lane_reason()},
+          {"cells_split_reason", pipeline_->runner->cells_split_reason()},
           {"input", pipeline_->input->describe()},
           {"input_ended", pipeline_->runner->input_ended()},
           {"config_file", options_.config_path.empty() ? "(built-in defaults)" : options_.config_path},

@@ -48,6 +48,9 @@ struct Runner::Lane {
   // Several CUDA lanes: this lane's device arrays, two sets (the frame computing and the one
   // uploading), bound to the shared pinned slot each frame is in (Runner::bind).
   std::unique_ptr<FramePool> device_sets;
+  // Cells split over the lanes on CPU lanes: the two slots this lane's parts of frames run in (the
+  // frame computing and the one taken ahead); on CUDA lanes the device sets are those slots.
+  std::unique_ptr<FramePool> parts;
   // Frames routed to this lane when claimed (Runner::route): its own queue, the uploader the
   // placing threads send their payloads to this GPU with, the device sets (from 2 on, after the
   // two the lane binds itself) free to reserve for such frames, and the frames routed here and not
@@ -120,16 +123,30 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
       throw std::invalid_argument("Runner: the lanes mix CPU and CUDA Execs; give all of one kind");
   }
   std::vector<std::string> names;
+  std::string keeping;  // the first stage that keeps state across frames
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     if (!stages_[i]) throw std::invalid_argument(fmt::format("Runner: stage {} is null", i));
     names.emplace_back(stages_[i]->name());
-    if (execs_.size() > 1 && stages_[i]->keeps_state() && single_lane_reason_.empty())
-      single_lane_reason_ = fmt::format("stage {} keeps state across frames, which one lane must see in full", stages_[i]->name());
+    if (stages_[i]->keeps_state() && keeping.empty()) keeping = stages_[i]->name();
   }
-  if (!single_lane_reason_.empty()) {
-    log_->warn("pipeline: one lane of the {} given: {} (docs/scale.md)", execs_.size(), single_lane_reason_);
-    execs_.resize(1);
+  if (execs_.size() > 1 && !keeping.empty()) {
+    if (options_.stateful_lanes == RunnerOptions::StatefulLanes::one_lane) {
+      single_lane_reason_ = fmt::format("stage {} keeps state across frames, which one lane must see in full", keeping);
+      log_->warn("pipeline: one lane of the {} given: {} (docs/scale.md)", execs_.size(), single_lane_reason_);
+      execs_.resize(1);
+    } else {
+      if (shape_.cells < execs_.size()) {
+        log_->warn("pipeline: {} lane(s) of the {} given: cells are split over the lanes and a frame has {}",
+                   std::max<std::uint32_t>(shape_.cells, 1), execs_.size(), shape_.cells);
+        execs_.resize(std::max<std::uint32_t>(shape_.cells, 1));
+      }
+      if (execs_.size() > 1)
+        split_reason_ = fmt::format("stage {} keeps state across frames: each lane runs its share of every frame's cells", keeping);
+    }
   }
+  const bool split = !split_reason_.empty();
+  lane_shape_ = shape_;
+  if (split) lane_shape_.cells = static_cast<std::uint32_t>((shape_.cells + execs_.size() - 1) / execs_.size());
   const bool several = execs_.size() > 1;
   tail_begin_ = stages_.size();
   if (several)
@@ -139,10 +156,13 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
         break;
       }
 
-  std::vector<SlotNeeds> needs;
-  for (const auto& stage : stages_) needs.push_back(stage->slot_needs(shape_));
+  std::vector<SlotNeeds> needs, lane_needs;
+  for (const auto& stage : stages_) {
+    needs.push_back(stage->slot_needs(shape_));
+    lane_needs.push_back(stage->slot_needs(lane_shape_));
+  }
   const bool cuda = execs_.front()->is_cuda();
-  const bool can_route = several && (options_.lane_choice == RunnerOptions::LaneChoice::when_claimed ||
+  const bool can_route = several && !split && (options_.lane_choice == RunnerOptions::LaneChoice::when_claimed ||
                                      (options_.lane_choice == RunnerOptions::LaneChoice::automatic && cuda));
   const std::size_t lane_queue = (std::max<std::size_t>(options_.queue_depth, 1) + execs_.size() - 1) / execs_.size();
   std::vector<std::string> lane_names;
@@ -153,9 +173,11 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
     lane->device = detail::DeviceLane::make(*lane->exec, stages_.size());  // makes the lane's device current
     // Stages prepare once per lane, on the lane's device; the in-sequence ones only on the first.
     for (std::size_t i = 0; i < stages_.size(); ++i)
-      if (i < tail_begin_ || l == 0) stages_[i]->prepare(shape_, *lane->exec);
+      if (i < tail_begin_ || l == 0) stages_[i]->prepare(i < tail_begin_ ? lane_shape_ : shape_, *lane->exec);
     if (several) {
-      lane->inbox = std::make_unique<BoundedQueue<FrameSlot*>>(lane_queue, options_.overflow);
+      // Split cells: every frame waits in every lane's queue.
+      lane->inbox = std::make_unique<BoundedQueue<FrameSlot*>>(split ? std::max<std::size_t>(options_.queue_depth, 1) : lane_queue,
+                                                               options_.overflow);
       // Sets 0 and 1 the lane binds to the frames it uploads itself; the others are reserved for
       // frames routed here as they are claimed: those in the lane's queue, the one it computes,
       // the one it took ahead, one more, and its share of those being placed (a frame routed
@@ -163,12 +185,17 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
       const std::size_t placing = options_.placers > 0 ? options_.placers : automatic_placers(execs_.size(), cuda);
       const std::size_t reserved = can_route && cuda ? lane_queue + 3 + (placing + execs_.size() - 1) / execs_.size() : 0;
       if (cuda) {
+        // Split cells: the two sets are the lane's part slots, with pinned host scratch of their own
+        // for what the stages copy back (their payload is a view of the whole frame's).
         lane->device_sets = std::make_unique<FramePool>(
-            shape_, needs,
-            PoolOptions{.slots = 2 + reserved, .memory = SlotMemory::device, .stage_count = stages_.size()});
+            lane_shape_, lane_needs,
+            PoolOptions{.slots = 2 + reserved, .memory = split ? SlotMemory::cuda : SlotMemory::device, .stage_count = stages_.size()});
         for (std::size_t k = 0; k < 2 + reserved; ++k) lane->device_sets->slot(k).lane = static_cast<std::uint32_t>(l);
         for (std::size_t k = reserved; k > 0; --k) lane->free_sets.push_back(static_cast<std::int32_t>(1 + k));
         if (reserved > 0) lane->uploader = detail::IngestUploader::make(*lane->exec);
+      } else if (split) {
+        lane->parts = std::make_unique<FramePool>(
+            lane_shape_, lane_needs, PoolOptions{.slots = 2, .memory = SlotMemory::host, .stage_count = stages_.size()});
       }
     }
     lane->predicted_ms.assign(stages_.size(), -1.0);
@@ -220,6 +247,9 @@ void Runner::start(FrameInput& input) {
   if (lanes_.size() > 1)
     log_->info("pipeline: {} lanes; stages {} on the lanes, then in sequence order: {}", lanes_.size(), tail_begin_,
                stages_.size() - tail_begin_);
+  if (!split_reason_.empty())
+    log_->info("pipeline: every lane takes every frame, {} of its {} cells each ({}; docs/scale.md)", lane_shape_.cells,
+               shape_.cells, split_reason_);
   {
     std::lock_guard lock(reorder_mutex_);
     lanes_running_ = lanes_.size();
@@ -227,7 +257,7 @@ void Runner::start(FrameInput& input) {
   const std::size_t placers = std::min(input.concurrent_places(), options_.placers > 0 ? options_.placers
                                                                                      : automatic_placers(lanes_.size(), lanes_.front()->device != nullptr));
   const auto choice = options_.lane_choice;
-  routed_ = lanes_.size() > 1 && placers > 1 &&
+  routed_ = lanes_.size() > 1 && placers > 1 && split_reason_.empty() &&
             (choice == RunnerOptions::LaneChoice::when_claimed ||
              (choice == RunnerOptions::LaneChoice::automatic && lanes_.front()->device != nullptr));
   if (routed_) {
@@ -270,24 +300,28 @@ void Runner::warm_up(const replay::Frame& frame) {
       slot->problem.clear();
       slot->payload_on_device = false;
       if (!frame.payload.empty()) std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
+      // Cells split over the lanes: each lane warms up on its own share of the frame's cells.
+      FrameSlot& work = split_reason_.empty() ? *slot : fill_part(*lane, *slot, 0);
       if (gpu) {
-        bind(*lane, *slot, 0);
-        gpu->upload(*slot, frame.payload.size(), 0);
+        bind(*lane, work, 0);
+        gpu->upload(work, work.header.payload_bytes(), 0);
         gpu->begin(0);
       }
       // As process() runs a frame, without its budget checks, timing or metrics.
       std::vector<std::size_t> uncollected;
       auto collect_issued = [&] {
         if (gpu) gpu->synchronize();
-        for (const std::size_t j : uncollected) stages_[j]->collect(*slot, *lane->exec);
+        for (const std::size_t j : uncollected) stages_[j]->collect(work, *lane->exec);
         uncollected.clear();
       };
       for (std::size_t i = 0; i < stage_end; ++i) {
         Stage& stage = *stages_[i];
+        // The in-sequence stages (lane 0, several lanes) take the whole frame, as they will.
+        FrameSlot& on = i < tail_begin_ ? work : *slot;
         try {
           if (gpu && stage.needs_host_results() && !uncollected.empty()) collect_issued();
-          stage.warm_up(*slot, *lane->exec);
-          if (gpu == nullptr || stage.needs_host_results()) stage.collect(*slot, *lane->exec);
+          stage.warm_up(on, *lane->exec);
+          if (gpu == nullptr || stage.needs_host_results()) stage.collect(on, *lane->exec);
           else uncollected.push_back(i);
         } catch (const std::exception& e) {
           throw std::runtime_error(fmt::format("warm-up: stage {}: {}", stage.name(), e.what()));
@@ -708,6 +742,10 @@ void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t
   slot->results.clear();
   std::fill(slot->stages.begin(), slot->stages.end(), StageRecord{});
   slot->problem.clear();
+  if (!split_reason_.empty()) {
+    enqueue_split(slot);
+    return;
+  }
 
   BoundedQueue<FrameSlot*>& queue = slot->routed_lane >= 0 ? *lanes_[std::size_t(slot->routed_lane)]->inbox : queue_;
   const bool was_full = queue.size() == queue.capacity();
@@ -736,6 +774,143 @@ void Runner::enqueue(FrameSlot* slot, const replay::FrameHeader& h, std::int64_t
   note_queue_depth();
 }
 
+// Cells split over the lanes: the frame goes to every lane's queue, each under the overflow policy.
+// A queue that evicts a frame, or refuses this one, fails that frame for every lane (the lanes that
+// have it queued skip it); it leaves, dropped once, when the last lane has let it go.
+void Runner::enqueue_split(FrameSlot* slot) {
+  {
+    std::lock_guard lock(split_mutex_);
+    slot->whole = nullptr;
+    slot->parts_left = static_cast<std::uint32_t>(lanes_.size());
+    slot->part_failure.clear();
+  }
+  const auto push_start = Clock::now();
+  bool was_full = false;
+  for (auto& lane : lanes_) {
+    bool failed = false;
+    {
+      std::lock_guard lock(split_mutex_);
+      failed = !slot->part_failure.empty();
+    }
+    if (failed) {  // refused by an earlier lane's queue: this lane never sees it
+      end_part(*slot, lane->index, {});
+      continue;
+    }
+    BoundedQueue<FrameSlot*>& queue = *lane->inbox;
+    was_full = was_full || queue.size() == queue.capacity();
+    for (;;) {
+      auto pushed = queue.push(slot, options_.overflow == Overflow::block ? kPoll : milliseconds(0));
+      if (pushed.status == PushStatus::accepted) break;
+      if (pushed.status == PushStatus::evicted_oldest) {
+        log_->debug("frame {} dropped: lane {}'s queue full (drop_oldest)", (*pushed.dropped)->sequence, lane->index);
+        end_part(**pushed.dropped, lane->index, drop_reason::overflow_drop_oldest);
+        break;
+      }
+      if (pushed.status == PushStatus::rejected) {
+        log_->debug("frame {} dropped: lane {}'s queue full (reject_newest)", slot->sequence, lane->index);
+        end_part(*slot, lane->index, drop_reason::overflow_reject_newest);
+        break;
+      }
+      if (pushed.status == PushStatus::closed || stop_now_.load()) {
+        end_part(*slot, lane->index, drop_reason::shutdown);
+        break;
+      }
+    }
+  }
+  if (options_.overflow == Overflow::block && was_full)
+    metrics_.ingest_blocked(std::chrono::duration<double, std::milli>(Clock::now() - push_start).count());
+  note_queue_depth();
+}
+
+// The cells lane `lane` runs of a frame of `cells` (all of them unless cells are split).
+Runner::CellRange Runner::lane_cells(std::size_t lane, std::uint32_t cells) const {
+  if (split_reason_.empty()) return {0, cells};
+  const std::uint64_t lanes = lanes_.size();
+  const auto first = static_cast<std::uint32_t>(std::uint64_t(cells) * lane / lanes);
+  const auto end = static_cast<std::uint32_t>(std::uint64_t(cells) * (lane + 1) / lanes);
+  return {first, end - first};
+}
+
+// The lane's part of `whole` in its part slot `parity`: the header, times and order of the whole,
+// its share of the cells, the payload a view of those cells in the whole's, results cleared.
+FrameSlot& Runner::fill_part(Lane& lane, FrameSlot& whole, int parity) {
+  FrameSlot& part = lane.device_sets ? lane.device_sets->slot(std::size_t(parity & 1)) : lane.parts->slot(std::size_t(parity & 1));
+  const CellRange cells = lane_cells(lane.index, whole.header.count);
+  const std::size_t per_cell = whole.header.count > 0 ? static_cast<std::size_t>(whole.header.payload_bytes()) / whole.header.count : 0;
+  part.whole = &whole;
+  part.first_cell = cells.first;
+  part.sequence = whole.sequence;
+  part.order = whole.order;
+  part.lane = static_cast<std::uint32_t>(lane.index);
+  part.routed_lane = part.device_set = -1;
+  part.header = whole.header;
+  part.header.count = cells.count;
+  part.times = whole.times;
+  part.host.payload = whole.host.payload.subspan(per_cell * cells.first, per_cell * cells.count);
+  part.results.clear();
+  std::fill(part.stages.begin(), part.stages.end(), StageRecord{});
+  part.problem.clear();
+  part.payload_on_device = false;
+  return part;
+}
+
+// A frame a lane took from its queue, with cells split: the lane's part of it, or nullptr when the
+// frame already failed on another lane (this lane's part of it is then over).
+FrameSlot* Runner::part_of(Lane& lane, FrameSlot* whole, int parity) {
+  bool failed = false;
+  {
+    std::lock_guard lock(split_mutex_);
+    failed = !whole->part_failure.empty();
+  }
+  if (failed) {
+    end_part(*whole, lane.index, {});
+    return nullptr;
+  }
+  return &fill_part(lane, *whole, parity);
+}
+
+// One lane is through with its part of `whole` (`failure` "": finished, its results placed in the
+// whole already; otherwise why it failed, `problem` what happened). The last lane to let go passes
+// the frame on: to the reorder buffer when every part finished, otherwise dropped, once, for the
+// first failure's reason.
+void Runner::end_part(FrameSlot& whole, std::size_t lane, std::string_view failure, const std::string& problem) {
+  std::string reason;
+  {
+    std::lock_guard lock(split_mutex_);
+    if (!failure.empty() && whole.part_failure.empty()) {
+      whole.part_failure = failure;
+      whole.problem = problem;
+    }
+    if (--whole.parts_left > 0) return;
+    reason = whole.part_failure;
+  }
+  whole.lane = static_cast<std::uint32_t>(lane);
+  if (reason.empty()) {
+    hold_for_order(whole, now_ns());
+  } else if (whole.problem.empty()) {  // never ran to a failure: queues full, or stopping
+    drop(&whole, reason);
+  } else {
+    whole.times.done_ns = now_ns();
+    metrics_.frame_dropped(reason);
+    forget_order(whole);
+    complete(whole);
+  }
+}
+
+// A frame that failed on `lane`: dropped for `reason` (its whole frame, when it was a part).
+void Runner::leave_failed(Lane& lane, FrameSlot& slot, std::string_view reason) {
+  metrics_.lane_dropped(lane.index);
+  if (slot.whole != nullptr) {
+    FrameSlot& whole = *slot.whole;
+    slot.whole = nullptr;
+    end_part(whole, lane.index, reason, slot.problem.empty() ? std::string(reason) : slot.problem);
+    return;
+  }
+  metrics_.frame_dropped(reason);
+  forget_order(slot);
+  complete(slot);
+}
+
 void Runner::drop(FrameSlot* slot, std::string_view reason) {
   metrics_.frame_dropped(reason);
   forget_order(*slot);
@@ -748,6 +923,12 @@ void Runner::drop(FrameSlot* slot, std::string_view reason) {
 
 // The frames waiting for a lane: in the shared queue, or in the lanes' own when frames are routed.
 void Runner::note_queue_depth() {
+  if (!split_reason_.empty()) {  // every frame waits in every lane's queue: the longest one counts
+    std::size_t size = 0;
+    for (const auto& lane : lanes_) size = std::max(size, lane->inbox->size());
+    metrics_.queue_depth(size, lanes_.front()->inbox->capacity());
+    return;
+  }
   if (!routed_) {
     metrics_.queue_depth(queue_.size(), queue_.capacity());
     return;
@@ -760,7 +941,7 @@ void Runner::note_queue_depth() {
   metrics_.queue_depth(size, capacity);
 }
 
-BoundedQueue<FrameSlot*>& Runner::queue_of(Lane& lane) { return routed_ ? *lane.inbox : queue_; }
+BoundedQueue<FrameSlot*>& Runner::queue_of(Lane& lane) { return routed_ || !split_reason_.empty() ? *lane.inbox : queue_; }
 
 // The input is over: the lanes end once what is queued has gone through.
 void Runner::close_queues() {
@@ -864,6 +1045,15 @@ void Runner::lane_loop(Lane& lane) {
     pending = nullptr;
     pending_uploaded = false;
     if (slot == nullptr) break;
+    // Cells split: the lane runs its part of the frame (a prefetched one is a part already).
+    if (!split_reason_.empty() && !uploaded && slot->whole == nullptr) {
+      if (stop_now_.load()) {
+        metrics_.lane_dropped(lane.index);
+        end_part(*slot, lane.index, drop_reason::shutdown);
+        continue;
+      }
+      if ((slot = part_of(lane, slot, parity)) == nullptr) continue;  // it failed on another lane
+    }
     // The slot may be reused once the frame has left the lane: what to unroute is kept here.
     const std::int32_t routed_lane = slot->routed_lane, device_set = slot->device_set;
     if (!uploaded) {  // a prefetched frame was counted when it was taken
@@ -872,8 +1062,12 @@ void Runner::lane_loop(Lane& lane) {
     }
     if (stop_now_.load()) {
       if (uploaded) lane.device->wait_uploads();  // its copy may still be reading the pinned payload
-      metrics_.lane_dropped(lane.index);
-      drop(slot, drop_reason::shutdown);
+      if (slot->whole != nullptr) {
+        leave_failed(lane, *slot, drop_reason::shutdown);
+      } else {
+        metrics_.lane_dropped(lane.index);
+        drop(slot, drop_reason::shutdown);
+      }
       continue;
     }
     try {
@@ -886,10 +1080,7 @@ void Runner::lane_loop(Lane& lane) {
       // Only the runner's own CUDA calls get here (stage exceptions are handled in process()).
       log_->error("frame {}: lane error: {}", slot->sequence, e.what());
       slot->problem = e.what();
-      metrics_.frame_dropped(device_lost(lane, e) ? drop_reason::device_error : drop_reason::stage_error);
-      metrics_.lane_dropped(lane.index);
-      forget_order(*slot);
-      complete(*slot);
+      leave_failed(lane, *slot, device_lost(lane, e) ? drop_reason::device_error : drop_reason::stage_error);
     }
     unroute(routed_lane, device_set);
     parity ^= 1;
@@ -955,14 +1146,17 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
   // The lane then polls the GPU and the queue in turn, yielding its core between looks, as the
   // CUDA runtime's own wait does when it spins.
   BoundedQueue<FrameSlot*>& queue = queue_of(lane);
+  // False when the frame had already failed on another lane (cells split): nothing was taken.
   auto take_next = [&](FrameSlot* next) {
     note_queue_depth();
+    if (!split_reason_.empty() && (next = part_of(lane, next, parity ^ 1)) == nullptr) return false;
     pending = next;
     pending->lane = static_cast<std::uint32_t>(lane.index);
     metrics_.lane_took(lane.index);
     bind(lane, *pending, parity ^ 1);
     gpu->upload(*pending, pending->header.payload_bytes(), parity ^ 1);
     pending_uploaded = true;
+    return true;
   };
   auto await_gpu = [&] {
     if (!prefetched) {
@@ -971,10 +1165,10 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
         take_next(*next);
       } else {
         while (options_.take_while_computing && !stop_now_.load() && !queue.finished() && gpu->computing()) {
-          if (routed_ || idle_lanes_.load() == 0) {  // a routed frame is this lane's whichever is free
+          // A routed frame (or a split frame's part) is this lane's whichever is free.
+          if (routed_ || !split_reason_.empty() || idle_lanes_.load() == 0) {
             if (auto arrived = queue.try_pop()) {
-              take_next(*arrived);
-              break;
+              if (take_next(*arrived)) break;
             }
           }
           std::this_thread::yield();
@@ -1007,10 +1201,7 @@ void Runner::process(Lane& lane, FrameSlot& slot, int parity, FrameSlot*& pendin
       try { settle(); } catch (const std::exception& sync) { log_->error("frame {}: {}", slot.sequence, sync.what()); }
     }
     slot.times.done_ns = now_ns();
-    metrics_.frame_dropped(reason);
-    metrics_.lane_dropped(lane.index);
-    forget_order(slot);
-    complete(slot);
+    leave_failed(lane, slot, reason);
   };
 
   if (gpu) gpu->begin(parity);
@@ -1074,6 +1265,28 @@ void Runner::finish_on_lane(Lane& lane, FrameSlot& slot) {
     complete(slot);
     return;
   }
+  if (slot.whole != nullptr) {  // a part: its cells' results and its stages' records go to the whole frame
+    FrameSlot& whole = *slot.whole;
+    slot.whole = nullptr;
+    {
+      std::lock_guard lock(split_mutex_);
+      whole.results.place_cells(slot.results, slot.first_cell, slot.header.count);
+      for (std::size_t i = 0; i < tail_begin_; ++i) {
+        StageRecord& to = whole.stages[i];
+        const StageRecord& from = slot.stages[i];
+        // The slowest lane's time; a stage skipped or not run on any lane says so.
+        to.ms = std::max(to.ms, from.ms);
+        if (to.outcome == StageRecord::Outcome::not_run || from.outcome != StageRecord::Outcome::ran) to.outcome = from.outcome;
+      }
+    }
+    end_part(whole, lane.index, {});
+    return;
+  }
+  hold_for_order(slot, now);
+}
+
+// Several lanes: a frame through its lanes waits in the reorder buffer for its turn.
+void Runner::hold_for_order(FrameSlot& slot, std::int64_t now) {
   std::size_t held = 0;
   {
     std::lock_guard lock(reorder_mutex_);

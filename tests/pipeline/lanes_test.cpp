@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <map>
 #include <mutex>
+#include <set>
 
 #include "covflow/pipeline/runner.hpp"
 #include "fakes.hpp"
@@ -274,7 +276,7 @@ TEST(Lanes, StopNowWithSeveralLanesAccountsForEveryFrame) {
   EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
 }
 
-TEST(Lanes, AChainThatKeepsStateGetsOneLane) {
+TEST(Lanes, AChainThatKeepsStateGetsOneLaneWhenToldTo) {
   Lanes lanes(3);
   Metrics metrics;
   Seen completed;
@@ -288,9 +290,11 @@ TEST(Lanes, AChainThatKeepsStateGetsOneLane) {
   chain.push_back(std::move(publish));
   test::ListInput input(frames(25));
   Runner runner(small_shape(), std::move(chain), lanes.pointers(),
-                {.budget_ms = 1e6, .queue_depth = 4, .overflow = Overflow::block}, metrics,
-                [&](const FrameSlot& slot) { completed.add(slot); });
+                {.budget_ms = 1e6, .queue_depth = 4, .overflow = Overflow::block,
+                 .stateful_lanes = RunnerOptions::StatefulLanes::one_lane},
+                metrics, [&](const FrameSlot& slot) { completed.add(slot); });
   EXPECT_EQ(runner.lane_count(), 1u);
+  EXPECT_TRUE(runner.cells_split_reason().empty());
   EXPECT_NE(runner.single_lane_reason().find("window"), std::string::npos);
   EXPECT_EQ(runner.sequenced_from(), 2u);  // one lane: the publish stage runs on it
   EXPECT_EQ(window_stage->prepares(), 1u);
@@ -303,6 +307,208 @@ TEST(Lanes, AChainThatKeepsStateGetsOneLane) {
   ASSERT_EQ(completed.sequences.size(), 25u);
   EXPECT_TRUE(std::is_sorted(completed.sequences.begin(), completed.sequences.end()));
   EXPECT_EQ(s.reorder.in_order + s.reorder.out_of_order, 0u);  // no reorder buffer with one lane
+}
+
+// A stage that keeps state per cell, as the covariance window and the adaptive factors do: each
+// cell counts the frames it saw (its state), and its results say which cell of the frame it ran on
+// (read back from the payload: frame_for writes element k of frame s as (s, k)), of which frame,
+// after how many frames, on which lane.
+struct CellCounter {
+  static constexpr std::uint32_t kCells = 5;
+  std::mutex mutex;
+  std::map<std::uint32_t, std::uint64_t> seen;             // by cell of the frame: frames seen
+  std::map<std::uint32_t, std::set<std::uint32_t>> lanes;  // by cell of the frame: lanes it ran on
+  std::function<void(FrameSlot&)> fail;                    // called first; may throw
+  void run(FrameSlot& f) {
+    if (fail) fail(f);
+    const auto& h = f.header;
+    const std::size_t per_cell = std::size_t(h.rows) * h.cols;
+    const auto* v = reinterpret_cast<const std::complex<float>*>(f.host.payload.data());
+    std::lock_guard lock(mutex);
+    for (std::uint32_t c = 0; c < h.count; ++c) {
+      const auto cell = static_cast<std::uint32_t>(v[c * per_cell].imag() / float(per_cell));
+      f.results.source_count[c] = std::int32_t(cell);
+      f.results.doa_deg[2 * c] = v[c * per_cell].real();   // the frame's sequence
+      f.results.doa_deg[2 * c + 1] = float(++seen[cell]);  // frames this cell has seen
+      f.results.cell_status[c] = std::int32_t(f.lane);
+      lanes[cell].insert(f.lane);
+    }
+    f.results.cells = h.count;
+  }
+};
+
+FrameShape five_cells() {
+  FrameShape shape = small_shape();
+  shape.cells = CellCounter::kCells;
+  return shape;
+}
+
+// The whole frame's results, as the in-sequence stage sees them, are every cell's, each run on its
+// own lane after every earlier frame. Returns the frame's problems ("" when none).
+std::string split_problems(const FrameSlot& f, std::size_t lanes) {
+  std::string problems;
+  if (f.results.cells != CellCounter::kCells) problems += " cells " + std::to_string(f.results.cells);
+  for (std::uint32_t c = 0; c < CellCounter::kCells; ++c) {
+    std::uint32_t lane = 0;  // lane l runs the cells [l·C/L, (l+1)·C/L)
+    while ((lane + 1) * CellCounter::kCells / lanes <= c) ++lane;
+    if (f.results.source_count[c] != std::int32_t(c)) problems += " cell " + std::to_string(c) + " holds another's";
+    if (f.results.doa_deg[2 * c] != float(f.sequence)) problems += " cell " + std::to_string(c) + " of another frame";
+    if (f.results.doa_deg[2 * c + 1] != float(f.sequence + 1))
+      problems += " cell " + std::to_string(c) + " saw " + std::to_string(f.results.doa_deg[2 * c + 1]) + " frames";
+    if (f.results.cell_status[c] != std::int32_t(lane)) problems += " cell " + std::to_string(c) + " ran on another lane";
+  }
+  return problems;
+}
+
+TEST(Lanes, AChainThatKeepsStateSplitsEveryFramesCellsOverTheLanes) {
+  for (const std::size_t count : {2u, 3u}) {
+    SCOPED_TRACE(std::to_string(count) + " lanes");
+    Lanes lanes(count);
+    Metrics metrics;
+    Seen completed;
+    CellCounter counter;
+    std::vector<std::string> problems;
+    std::vector<std::unique_ptr<Stage>> chain;
+    auto window = std::make_unique<FakeStage>("window", 0us, false, [&](FrameSlot& f) {
+      // Uneven work, so that the lanes finish their parts of a frame in any order.
+      std::this_thread::sleep_for(std::chrono::microseconds(50 * ((f.sequence + f.lane) % 3)));
+      counter.run(f);
+    });
+    window->keeping_state();
+    FakeStage* window_stage = window.get();
+    chain.push_back(std::move(window));
+    auto publish = std::make_unique<FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
+      if (const std::string p = split_problems(f, count); !p.empty())
+        problems.push_back("frame " + std::to_string(f.sequence) + ":" + p);
+    });
+    publish->running_in_sequence();
+    chain.push_back(std::move(publish));
+    test::ListInput input([] {
+      std::vector<replay::Frame> out;
+      for (std::uint64_t s = 0; s < 60; ++s) out.push_back(test::frame_for(five_cells(), s));
+      return out;
+    }());
+    Runner runner(five_cells(), std::move(chain), lanes.pointers(),
+                  {.budget_ms = 1e6, .queue_depth = 4, .overflow = Overflow::block}, metrics,
+                  [&](const FrameSlot& slot) { completed.add(slot); });
+    EXPECT_EQ(runner.lane_count(), count);
+    EXPECT_TRUE(runner.single_lane_reason().empty());
+    EXPECT_NE(runner.cells_split_reason().find("window"), std::string::npos);
+    EXPECT_EQ(window_stage->prepares(), count);
+    std::uint32_t covered = 0;
+    for (std::size_t l = 0; l < count; ++l) {
+      const auto cells = runner.lane_cells(l, CellCounter::kCells);
+      EXPECT_EQ(cells.first, covered) << "lane " << l;
+      EXPECT_GE(cells.count, 1u) << "lane " << l;
+      covered += cells.count;
+    }
+    EXPECT_EQ(covered, CellCounter::kCells);
+    runner.start(input);
+    runner.wait();
+    const auto s = metrics.snapshot();
+    expect_accounted(s);
+    EXPECT_EQ(s.frames_done, 60u);
+    EXPECT_EQ(s.frames_dropped, 0u);
+    EXPECT_EQ(problems, std::vector<std::string>{});
+    ASSERT_EQ(completed.sequences.size(), 60u);
+    EXPECT_TRUE(std::is_sorted(completed.sequences.begin(), completed.sequences.end()));
+    EXPECT_EQ(completed.payload_mismatches, 0u);
+    ASSERT_EQ(s.lanes.size(), count);
+    for (const auto& lane : s.lanes) EXPECT_EQ(lane.taken, 60u) << lane.name << ": every lane takes every frame";
+    EXPECT_EQ(window_stage->runs(), 60u * count);
+    for (std::uint32_t c = 0; c < CellCounter::kCells; ++c) {
+      EXPECT_EQ(counter.seen[c], 60u) << "cell " << c;
+      EXPECT_EQ(counter.lanes[c].size(), 1u) << "cell " << c << " ran on several lanes";
+    }
+    EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+  }
+}
+
+TEST(Lanes, APartThatFailsDropsItsFrameOnceAndTheOthersGoOn) {
+  Lanes lanes(2);
+  Metrics metrics;
+  Seen completed;
+  CellCounter counter;
+  counter.fail = [](FrameSlot& f) {
+    if (f.sequence == 7 && f.lane == 1) throw FrameError("non_finite", "cell 3 of frame 7 is NaN");
+  };
+  std::vector<std::string> problems, failures;
+  std::mutex failures_mutex;
+  std::vector<std::unique_ptr<Stage>> chain;
+  auto window = std::make_unique<FakeStage>("window", 0us, false, [&](FrameSlot& f) { counter.run(f); });
+  window->keeping_state();
+  chain.push_back(std::move(window));
+  auto publish = std::make_unique<FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
+    // Frames after 7: lane 1's cells saw one frame fewer (the one that failed there).
+    std::string p = split_problems(f, 2);
+    if (f.sequence > 7) p.clear();
+    if (!p.empty()) problems.push_back("frame " + std::to_string(f.sequence) + ":" + p);
+  });
+  publish->running_in_sequence();
+  chain.push_back(std::move(publish));
+  test::ListInput input([] {
+    std::vector<replay::Frame> out;
+    for (std::uint64_t s = 0; s < 20; ++s) out.push_back(test::frame_for(five_cells(), s));
+    return out;
+  }());
+  Runner runner(five_cells(), std::move(chain), lanes.pointers(),
+                {.budget_ms = 1e6, .queue_depth = 4, .overflow = Overflow::block}, metrics, [&](const FrameSlot& slot) {
+                  completed.add(slot);
+                  std::lock_guard lock(failures_mutex);
+                  if (!slot.problem.empty()) failures.push_back(std::to_string(slot.sequence) + ": " + slot.problem);
+                });
+  runner.start(input);
+  runner.wait();
+  const auto s = metrics.snapshot();
+  expect_accounted(s);
+  EXPECT_EQ(s.frames_done, 19u);
+  EXPECT_EQ(s.frames_dropped, 1u);
+  EXPECT_EQ(s.dropped_by_reason.at("non_finite"), 1u);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].find("7: cell 3 of frame 7 is NaN"), std::string::npos) << failures[0];
+  EXPECT_EQ(problems, std::vector<std::string>{});
+  ASSERT_EQ(completed.sequences.size(), 20u);  // the failed frame reaches the callback too, with its problem
+  EXPECT_EQ(s.lanes[1].dropped, 1u);
+  EXPECT_EQ(s.lanes[0].dropped, 0u);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
+TEST(Lanes, SplitFramesEvictedFromOneLanesQueueLeaveOnceAndTheRestKeepTheirOrder) {
+  Lanes lanes(2);
+  Metrics metrics;
+  Seen published, completed;
+  std::atomic<bool> release{false};
+  std::vector<std::unique_ptr<Stage>> chain;
+  auto window = std::make_unique<FakeStage>("window", 0us, false, [&](FrameSlot& f) {
+    // Lane 1 holds its first part until ingest has given it more frames than its queue holds.
+    if (f.lane == 1 && f.sequence == 0)
+      while (!release.load()) std::this_thread::sleep_for(1ms);
+    f.results.cells = f.header.count;
+  });
+  window->keeping_state();
+  chain.push_back(std::move(window));
+  auto publish = std::make_unique<FakeStage>("publish", 0us, false, [&](FrameSlot& f) { published.add(f); });
+  publish->running_in_sequence();
+  chain.push_back(std::move(publish));
+  test::ListInput input(frames(30));
+  Runner runner(small_shape(), std::move(chain), lanes.pointers(),
+                {.budget_ms = 1e6, .queue_depth = 2, .overflow = Overflow::drop_oldest}, metrics,
+                [&](const FrameSlot& slot) { completed.add(slot); });
+  runner.start(input);
+  while (!input.ended()) std::this_thread::sleep_for(1ms);  // every frame is in, most evicted from lane 1's queue
+  release = true;
+  runner.wait();
+  const auto s = metrics.snapshot();
+  expect_accounted(s);
+  EXPECT_EQ(s.frames_in, 30u);
+  EXPECT_GT(s.dropped_by_reason.at("overflow_drop_oldest"), 0u);
+  EXPECT_EQ(s.frames_done + s.frames_dropped, 30u);
+  EXPECT_EQ(published.sequences.size(), s.frames_done);
+  EXPECT_TRUE(std::is_sorted(published.sequences.begin(), published.sequences.end()));
+  EXPECT_EQ(std::set<std::uint64_t>(published.sequences.begin(), published.sequences.end()).size(), published.sequences.size());
+  EXPECT_EQ(published.payload_mismatches, 0u);
+  EXPECT_EQ(runner.in_flight(), 0u);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
 }
 
 TEST(Lanes, WarmUpRunsEveryLaneAndResetsItsState) {

@@ -179,6 +179,73 @@ TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder)
   EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
 }
 
+// A chain that keeps state across frames on several CUDA lanes (RunnerOptions::stateful_lanes):
+// every lane takes every frame and uploads only its share of the cells, into its own device
+// arrays; each lane's stages read exactly those cells of that frame, and the in-sequence stage
+// sees every frame once, in order, with every cell's results.
+TEST_F(PipelineGpu, AStatefulChainSplitsEachFramesCellsOverTheLanesAndUploadsEachLaneItsOwn) {
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  std::vector<linalg::Exec> execs;
+  execs.push_back(linalg::Exec::cuda({.device = 0}));
+  execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
+  FrameShape shape = test::small_shape();
+  shape.cells = 5;
+  std::atomic<std::uint64_t> mismatches{0}, parts{0};
+  std::mutex mutex;
+  std::vector<std::uint64_t> order;
+  std::uint64_t incomplete = 0;
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<EchoStage>());
+  auto check = std::make_unique<test::FakeStage>("window", 0us, false, [&](FrameSlot& f) {
+    // The echo of the device payload is this part's cells of this frame: element j of the part is
+    // element first_cell·N·K + j of the frame, (sequence, index).
+    const auto bytes = std::size_t(f.header.payload_bytes());
+    const std::size_t per_cell = std::size_t(f.header.rows) * f.header.cols;
+    const auto* echo = reinterpret_cast<const std::complex<float>*>(f.host.scratch.data());
+    bool same = bytes == per_cell * f.header.count * sizeof(std::complex<float>) && f.header.count < shape.cells;
+    for (std::size_t j = 0; same && j < per_cell * f.header.count; ++j)
+      same = echo[j] == std::complex<float>(float(f.sequence), float(f.first_cell * per_cell + j));
+    if (!same) ++mismatches;
+    for (std::uint32_t c = 0; c < f.header.count; ++c) f.results.source_count[c] = std::int32_t(f.first_cell + c);
+    f.results.cells = f.header.count;
+    ++parts;
+  });
+  check->needing_host_results().keeping_state();
+  stages.push_back(std::move(check));
+  auto publish = std::make_unique<test::FakeStage>("publish", 0us, false, [&](FrameSlot& f) {
+    std::lock_guard lock(mutex);
+    order.push_back(f.sequence);
+    bool whole = f.results.cells == shape.cells;
+    for (std::uint32_t c = 0; whole && c < shape.cells; ++c) whole = f.results.source_count[c] == std::int32_t(c);
+    if (!whole) ++incomplete;
+  });
+  publish->running_in_sequence();
+  stages.push_back(std::move(publish));
+  std::vector<replay::Frame> frames;
+  for (std::uint64_t s = 0; s < 400; ++s) frames.push_back(test::frame_for(shape, s));
+  test::ListInput input(std::move(frames));
+  Metrics metrics;
+  Runner runner(shape, std::move(stages), std::vector<linalg::Exec*>{&execs[0], &execs[1]},
+                {.budget_ms = 1e6, .queue_depth = 8, .overflow = Overflow::block}, metrics);
+  ASSERT_EQ(runner.lane_count(), 2u);
+  ASSERT_FALSE(runner.cells_split_reason().empty());
+  runner.start(input);
+  runner.wait();
+  const auto s = metrics.snapshot();
+  EXPECT_EQ(s.frames_done, 400u);
+  EXPECT_EQ(s.frames_dropped, 0u);
+  EXPECT_EQ(parts.load(), 800u);
+  EXPECT_EQ(mismatches.load(), 0u) << "a lane read cells other than its own, or of another frame";
+  EXPECT_EQ(incomplete, 0u) << "a frame left with some cells' results missing";
+  ASSERT_EQ(order.size(), 400u);
+  for (std::uint64_t i = 0; i < 400; ++i) EXPECT_EQ(order[i], i);
+  ASSERT_EQ(s.lanes.size(), 2u);
+  EXPECT_EQ(s.lanes[0].taken, 400u);
+  EXPECT_EQ(s.lanes[1].taken, 400u);
+  EXPECT_EQ(runner.pool().available(), runner.pool().capacity());
+}
+
 // Several CUDA lanes fed by an input that places several frames at once: each frame's lane is
 // chosen as it is claimed (RunnerOptions::LaneChoice, automatic on CUDA lanes) and the placing
 // threads upload the stretches the input reports to that lane's device set as they land, the rest

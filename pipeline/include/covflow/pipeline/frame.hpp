@@ -98,6 +98,10 @@ struct FrameResults {
 
   void reserve(const FrameShape& shape);
   void clear();  // sizes to "nothing computed" (source_count −1, NaN DOAs, NaN weights); no deallocation
+  // Copies the results of cells [0, count) of `part` (results sized for fewer cells, the same
+  // shape otherwise) to cells [first, first + count) here; `cells` grows to cover them when the
+  // part had results. No allocation; std::logic_error when the layouts do not match.
+  void place_cells(const FrameResults& part, std::uint32_t first, std::uint32_t count);
 };
 
 // A device array owned by a slot (CUDA lanes); null on CPU lanes.
@@ -149,6 +153,14 @@ struct FrameSlot {
   // The pool the slot belongs to: a stage that keeps the slot past the frame's end (the publish
   // stage's recorder) retains it there and releases it when done (FramePool::retain, release).
   FramePool* pool = nullptr;
+  // Cells split over the lanes (RunnerOptions::stateful_lanes): a lane's part slot holds the cells
+  // [first_cell, first_cell + header.count) of the frame in `whole`, its payload a view of the
+  // whole's; on the whole frame, the lanes yet to finish (or skip) their part and the reason the
+  // first part failed, if one did ("": none). The runner's, under its lock.
+  FrameSlot* whole = nullptr;
+  std::uint32_t first_cell = 0;
+  std::uint32_t parts_left = 0;
+  std::string part_failure;
 };
 
 }  // namespace covflow::pipeline

@@ -40,8 +40,10 @@
 // reorder buffer on a sequencing thread, in the order the frames came in. A frame that cannot be
 // waited for within its budget (its deadline passed while an earlier frame is still on a lane) is
 // passed on ahead of it, and the earlier frame, when it comes, out of order and counted. A
-// chain with a stage that keeps state across frames (Stage::keeps_state) runs on one lane, so
-// that its state sees every frame.
+// chain with a stage that keeps state across frames (Stage::keeps_state) has its cells split over
+// the lanes instead (RunnerOptions::stateful_lanes): every lane takes every frame and runs the
+// chain on its own share of the cells, so that each cell's state lives on one lane and sees every
+// frame; the frame goes on once every lane has finished its part.
 #pragma once
 
 #include <atomic>
@@ -116,6 +118,16 @@ struct RunnerOptions {
   // always taken from the shared queue.
   enum class LaneChoice { automatic, when_claimed, when_taken };
   LaneChoice lane_choice = LaneChoice::automatic;
+  // A chain with a stage that keeps state across frames (Stage::keeps_state), on several lanes:
+  //   split_cells  every lane takes every frame and runs the chain's lane stages on its own share
+  //                of the cells — lane l of L the cells [l·C/L, (l+1)·C/L) of a frame of C — so
+  //                that each cell's state lives on one lane and sees every frame; the frame is
+  //                done when every lane has finished its part (one that fails drops the frame),
+  //                then goes through the reorder buffer as any other (lane_choice does not apply);
+  //   one_lane     the chain runs on the first lane alone (single_lane_reason() says why).
+  // Stateless chains always spread whole frames over the lanes.
+  enum class StatefulLanes { split_cells, one_lane };
+  StatefulLanes stateful_lanes = StatefulLanes::split_cells;
 };
 
 // The minimum pool size for these options (see RunnerOptions::slots; placers 0 counted as two
@@ -188,10 +200,19 @@ class Runner {
 
   // Threads placing frames at once (1: the ingest thread alone), known once start() has run.
   std::size_t placers() const { return placers_.load(); }
-  // Lanes in use (fewer than the Execs given when the chain keeps state: see single_lane_reason()).
+  // Lanes in use (fewer than the Execs given when the chain keeps state and stateful_lanes is
+  // one_lane, see single_lane_reason(), or when a frame has fewer cells than there are lanes).
   std::size_t lane_count() const { return lanes_.size(); }
   // Why the runner uses one lane though several were given ("" otherwise).
   const std::string& single_lane_reason() const { return single_lane_reason_; }
+  // Why each lane takes every frame and runs its share of the cells ("" when lanes take whole
+  // frames: RunnerOptions::stateful_lanes).
+  const std::string& cells_split_reason() const { return split_reason_; }
+  // The cells of a frame of `cells` that lane `lane` runs when cells are split: [first, first + count).
+  struct CellRange {
+    std::uint32_t first = 0, count = 0;
+  };
+  CellRange lane_cells(std::size_t lane, std::uint32_t cells) const;
   // Stages run by the lanes; those from here on run after the reorder buffer (chain size: none).
   std::size_t sequenced_from() const { return tail_begin_; }
 
@@ -227,6 +248,12 @@ class Runner {
   bool should_skip(Lane& lane, std::size_t i, const FrameSlot& slot, std::size_t issued_pending);
   void record_stage_time(Lane& lane, std::size_t i, double ms);
   void drop(FrameSlot* slot, std::string_view reason);
+  void leave_failed(Lane& lane, FrameSlot& slot, std::string_view reason);
+  void enqueue_split(FrameSlot* slot);
+  FrameSlot* part_of(Lane& lane, FrameSlot* whole, int parity);
+  FrameSlot& fill_part(Lane& lane, FrameSlot& whole, int parity);
+  void end_part(FrameSlot& whole, std::size_t lane, std::string_view failure, const std::string& problem = {});
+  void hold_for_order(FrameSlot& slot, std::int64_t now_ns);
   void complete(FrameSlot& slot);
   FrameSlot* pop_next(Lane& lane);
   BoundedQueue<FrameSlot*>& queue_of(Lane& lane);
@@ -247,6 +274,12 @@ class Runner {
   BoundedQueue<FrameSlot*> queue_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::string single_lane_reason_;
+  // Cells split over the lanes (RunnerOptions::stateful_lanes): why ("" when not), the shape each
+  // lane's stages are prepared for (its share of the cells: shape_ otherwise), and the lock over
+  // the whole frames' FrameSlot::parts_left, part_failure and results as the parts end.
+  std::string split_reason_;
+  FrameShape lane_shape_;
+  std::mutex split_mutex_;
   std::size_t tail_begin_ = 0;        // first in-sequence stage with several lanes; stage count otherwise
   std::unique_ptr<Lane> tail_;        // the sequencing thread's cost estimates (several lanes only)
   std::thread sequencer_;

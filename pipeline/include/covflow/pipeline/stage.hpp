@@ -41,7 +41,10 @@ class Stage {
   virtual bool in_sequence() const { return false; }
   // True when what the stage does to a frame depends on earlier frames through state it keeps
   // per lane (the covariance window, the adaptive stage's factors). Several lanes would each see
-  // only the frames they took, so the runner gives such a chain one lane (docs/scale.md).
+  // only the frames they took, so the runner splits such a chain's frames by cells instead: each
+  // lane runs every frame on its own share of the cells (a frame of fewer cells than prepare()'s
+  // shape, the same share every time), or one lane runs it all (RunnerOptions::stateful_lanes;
+  // docs/scale.md).
   virtual bool keeps_state() const { return false; }
 
   // Once per lane, before any frame: reserve every workspace, plan every FFT, for frames up to
