@@ -20,22 +20,12 @@
 #include <algorithm>
 
 #include "../common/device_scalar.cuh"
+#include "h2_cuda_launch.cuh"
 
 namespace covflow::linalg::detail::h2_cuda::dense {
 // Internal linkage: each .cu file that includes this header gets its own kernels (no device code
 // crosses a translation unit in a build without relocatable device code).
 namespace {
-
-constexpr int kThreads = 256;
-
-template <class D>
-__host__ __device__ inline D zero_of() {
-  return from_real<D>(sreal_t<D>(0));
-}
-
-inline unsigned blocks_for(long long total) {
-  return static_cast<unsigned>(std::clamp((total + kThreads - 1) / kThreads, 1LL, 1LL << 20));
-}
 
 // The grid of a batched launch: `total` elements per cell along x, one y per cell.
 inline dim3 grid_for(long long total, long long cells) { return dim3(blocks_for(total), static_cast<unsigned>(cells)); }

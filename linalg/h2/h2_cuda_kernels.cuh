@@ -20,20 +20,10 @@
 #include "covflow/linalg/cuda/check.hpp"
 #include "covflow/linalg/cuda/memory.hpp"
 #include "h2_cuda.cuh"
+#include "h2_cuda_launch.cuh"
 
 namespace covflow::linalg::detail::h2_cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-template <class D>
-__host__ __device__ inline D zero_of() {
-  return from_real<D>(sreal_t<D>(0));
-}
-
-inline unsigned blocks_for(long long total) {
-  return static_cast<unsigned>(std::clamp((total + kThreads - 1) / kThreads, 1LL, 1LL << 20));
-}
 
 // Strided-batched C = α·op(A)·op(B) + β·C; nothing when C is empty (callers keep the inner
 // dimension positive).

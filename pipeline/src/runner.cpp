@@ -139,6 +139,8 @@ Runner::Runner(const FrameShape& shape, std::vector<std::unique_ptr<Stage>> stag
         log_->warn("pipeline: {} lane(s) of the {} given: cells are split over the lanes and a frame has {}",
                    std::max<std::uint32_t>(shape_.cells, 1), execs_.size(), shape_.cells);
         execs_.resize(std::max<std::uint32_t>(shape_.cells, 1));
+        if (execs_.size() == 1)
+          single_lane_reason_ = fmt::format("stage {} keeps state across frames and a frame has one cell to split", keeping);
       }
       if (execs_.size() > 1)
         split_reason_ = fmt::format("stage {} keeps state across frames: each lane runs its share of every frame's cells", keeping);
@@ -316,9 +318,14 @@ void Runner::warm_up(const replay::Frame& frame) {
       };
       for (std::size_t i = 0; i < stage_end; ++i) {
         Stage& stage = *stages_[i];
-        // The in-sequence stages (lane 0, several lanes) take the whole frame, as they will.
+        // The in-sequence stages (lane 0, several lanes) take the whole frame, as they will, with
+        // this lane's cells' results placed in it when cells are split.
         FrameSlot& on = i < tail_begin_ ? work : *slot;
         try {
+          if (i == tail_begin_ && &work != slot) {
+            collect_issued();
+            slot->results.place_cells(work.results, work.first_cell, work.header.count);
+          }
           if (gpu && stage.needs_host_results() && !uncollected.empty()) collect_issued();
           stage.warm_up(on, *lane->exec);
           if (gpu == nullptr || stage.needs_host_results()) stage.collect(on, *lane->exec);

@@ -403,6 +403,14 @@ TEST(Lanes, AChainThatKeepsStateSplitsEveryFramesCellsOverTheLanes) {
       covered += cells.count;
     }
     EXPECT_EQ(covered, CellCounter::kCells);
+    // The warm start runs each lane once, on its own cells of the synthetic frame.
+    runner.warm_up(test::frame_for(five_cells(), 0));
+    EXPECT_EQ(window_stage->runs(), count);
+    for (std::uint32_t c = 0; c < CellCounter::kCells; ++c) EXPECT_EQ(counter.seen[c], 1u) << "warm-up, cell " << c;
+    EXPECT_EQ(window_stage->resets(), count);
+    counter.seen.clear();  // as the stage's reset() would
+    counter.lanes.clear();
+    problems.clear();  // the in-sequence stage's warm-up frame holds lane 0's cells only (each lane warms up alone)
     runner.start(input);
     runner.wait();
     const auto s = metrics.snapshot();
@@ -415,7 +423,7 @@ TEST(Lanes, AChainThatKeepsStateSplitsEveryFramesCellsOverTheLanes) {
     EXPECT_EQ(completed.payload_mismatches, 0u);
     ASSERT_EQ(s.lanes.size(), count);
     for (const auto& lane : s.lanes) EXPECT_EQ(lane.taken, 60u) << lane.name << ": every lane takes every frame";
-    EXPECT_EQ(window_stage->runs(), 60u * count);
+    EXPECT_EQ(window_stage->runs(), 61u * count);  // with the warm-up
     for (std::uint32_t c = 0; c < CellCounter::kCells; ++c) {
       EXPECT_EQ(counter.seen[c], 60u) << "cell " << c;
       EXPECT_EQ(counter.lanes[c].size(), 1u) << "cell " << c << " ran on several lanes";
