@@ -156,9 +156,6 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "claimed", "taken"}))->capture_default_str();
   pipeline->add_flag("--adaptive", pipeline_options.adaptive,
                      "Snapshot frames: run the adaptive (MVDR) stage too, whose per-cell factors are state across frames");
-  pipeline->add_option("--stateful", pipeline_options.stateful,
-                       "A chain keeping state on several lanes: split (each lane its share of every frame's cells) or one (one lane)")
-      ->check(CLI::IsMember({"split", "one"}))->capture_default_str();
   pipeline->add_option("--gpus", pipeline_options.gpu_counts,
                        "GPU lanes of each GPU run, e.g. 1,2: runs on GPUs 0 … N−1, the frame rates side by side")
       ->delimiter(',')->check(CLI::Range(1, 64))->capture_default_str();

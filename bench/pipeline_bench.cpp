@@ -494,8 +494,6 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   options.lane_choice = o.lane_choice == "claimed" ? pipeline::RunnerOptions::LaneChoice::when_claimed
                         : o.lane_choice == "taken" ? pipeline::RunnerOptions::LaneChoice::when_taken
                                                    : pipeline::RunnerOptions::LaneChoice::automatic;
-  options.stateful_lanes = o.stateful == "one" ? pipeline::RunnerOptions::StatefulLanes::one_lane
-                                               : pipeline::RunnerOptions::StatefulLanes::split_cells;
   FrameTimes frame_times;
   frame_times.end_to_end_ms.reserve(total);
   frame_times.in_stages_ms.reserve(total);
@@ -575,7 +573,6 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   out["take_while_computing"] = o.take_while_computing;
   out["lane_choice"] = o.lane_choice;
   out["adaptive"] = o.adaptive;
-  out["stateful"] = o.stateful;
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);
   out["input_kind"] = run.input;  // "input" is the metrics' object

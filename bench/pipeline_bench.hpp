@@ -47,7 +47,6 @@ struct PipelineBenchOptions {
   bool take_while_computing = true;  // RunnerOptions::take_while_computing
   std::string lane_choice = "auto";  // RunnerOptions::lane_choice: auto, claimed or taken
   bool adaptive = false;             // snapshot frames: the adaptive stage runs too (its factors are state across frames)
-  std::string stateful = "split";    // RunnerOptions::stateful_lanes: split (cells over the lanes) or one (one lane)
   bool probe_host = false;        // a thread spinning on the clock reports how long the host takes it off the CPU
   // Headroom: rates tried in turn for each input (stop at the first that fails), each for step_seconds.
   std::vector<double> max_rates;
