@@ -42,6 +42,8 @@ namespace {
 
 using std::int64_t;
 using namespace detail::h2_cuda::dense;
+using detail::h2_cuda::blocks_for;
+using detail::h2_cuda::kThreads;
 using detail::h2_cuda::Carve;
 using detail::dev;
 
