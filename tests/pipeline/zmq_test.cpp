@@ -293,7 +293,7 @@ TEST(ZmqSecurity, ACurveControlSocketAnswersAdmittedClientsAlone) {
   secured.stop();
 
   // Without a client list, any client that holds the server's public key is admitted.
-  ControlServer open_to_keyholders(kAny, control, "daemon.control_endpoint", {.server_secret_key = server.secret_key});
+  ControlServer open_to_keyholders(kAny, control, "daemon.control_endpoint", {.server_secret_key = server.secret_key, .authorized_clients = {}});
   open_to_keyholders.start();
   EXPECT_TRUE(ask_once(open_to_keyholders.endpoint(), std::nullopt, 500ms).is_null());
   EXPECT_FALSE(ask_once(open_to_keyholders.endpoint(), std::pair{server.public_key, stranger}, 5000ms).is_null());
