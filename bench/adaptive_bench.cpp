@@ -49,6 +49,8 @@ config::Config bench_config(const AdaptiveBenchOptions& options) {
   c.pipeline.stages.subspace.enabled = false;
   auto& adaptive = c.pipeline.stages.adaptive;
   adaptive.refactor_every = options.refactor_every;
+  adaptive.update_rank = options.update_rank;
+  adaptive.window_snapshots = options.window;
   if (options.looks > 1) {
     adaptive.looks_deg.clear();
     for (int l = 0; l < options.looks; ++l) adaptive.looks_deg.push_back(-60.0 + 120.0 * l / (options.looks - 1));
@@ -241,8 +243,8 @@ void run_device(Report& report, std::vector<double>& p99s, const AdaptiveBenchOp
   const pipeline::FrameShape shape = stages::frame_shape(c);
   const std::size_t n = shape.channels, cells = shape.cells, looks = shape.looks;
   const auto& adaptive = c.pipeline.stages.adaptive;
-  const std::string shape_name = fmt::format("{}x{} K{} L{} W{} r{}", cells, n, shape.snapshots, looks,
-                                             adaptive.window_snapshots, adaptive.refactor_every);
+  const std::string shape_name = fmt::format("{}x{} K{} L{} W{} r{} k{}", cells, n, shape.snapshots, looks,
+                                             adaptive.window_snapshots, adaptive.refactor_every, adaptive.update_rank);
   fmt::print("adaptive {} {} {}: drawing {} frames from the scenario\n", device, options.dtype, shape_name, kTemplates);
   stages::ScenarioGenerator generator(c.scenario);
   std::vector<replay::Frame> templates;

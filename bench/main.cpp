@@ -104,6 +104,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   adaptive->add_option("--refactor-every", adaptive_options.refactor_every, "Frames between refactors (0: never)")
       ->capture_default_str()->check(CLI::Range(0, 1000000));
+  adaptive->add_option("--update-rank", adaptive_options.update_rank,
+                       "Snapshot columns per rank-k update or downdate (the stage's update_rank; at most 64 on CUDA)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  adaptive->add_option("--window", adaptive_options.window, "Snapshots in each cell's window (the stage's window_snapshots)")
+      ->capture_default_str()->check(CLI::Range(2, 1 << 24));
   adaptive->add_option("--dtype", adaptive_options.dtype, "Element type of the frames")
       ->capture_default_str()->check(CLI::IsMember({"cf32", "cf64"}));
   adaptive->add_option("--device", adaptive_options.device, "Where the stage runs (cuda: only where a GPU is present)")
