@@ -76,12 +76,12 @@ std::vector<Key> make_keys() {
        .description = "Where the linear algebra runs: the GPUs when there are any (auto), only the GPUs, or only the CPU",
        .choices = names(backend_names)},
       {.path = "device.gpus", .access = COVFLOW_REF(device.gpus),
-       .description = "The CUDA device ids to use, a pipeline lane each (frames spread over them, results in sequence "
-                      "order); empty means every GPU of the host",
+       .description = "The CUDA device ids to use, a pipeline lane each (frames spread over them, or each frame's cells "
+                      "when a stage keeps state across frames; results in sequence order); empty means every GPU of the host",
        .ints = {0, 63}},
       {.path = "device.cpu_lanes", .access = COVFLOW_REF(device.cpu_lanes),
        .description = "Pipeline lanes on the CPU backend, each with its share of the host's cores (frames spread over "
-                      "them, results in sequence order)",
+                      "them, or each frame's cells when a stage keeps state across frames; results in sequence order)",
        .ints = {1, 64}},
       {.path = "device.cpu_threads", .access = COVFLOW_REF(device.cpu_threads),
        .description = "Threads of the CPU backend, shared evenly by its lanes (at least one each); 0 means every "
