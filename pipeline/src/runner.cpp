@@ -1053,14 +1053,9 @@ void Runner::lane_loop(Lane& lane) {
     pending_uploaded = false;
     if (slot == nullptr) break;
     // Cells split: the lane runs its part of the frame (a prefetched one is a part already).
-    if (!split_reason_.empty() && !uploaded && slot->whole == nullptr) {
-      if (stop_now_.load()) {
-        metrics_.lane_dropped(lane.index);
-        end_part(*slot, lane.index, drop_reason::shutdown);
-        continue;
-      }
+    // On a stop it is taken and dropped below, as a whole frame is.
+    if (!split_reason_.empty() && !uploaded && slot->whole == nullptr)
       if ((slot = part_of(lane, slot, parity)) == nullptr) continue;  // it failed on another lane
-    }
     // The slot may be reused once the frame has left the lane: what to unroute is kept here.
     const std::int32_t routed_lane = slot->routed_lane, device_set = slot->device_set;
     if (!uploaded) {  // a prefetched frame was counted when it was taken
