@@ -8,7 +8,7 @@ namespace covflow::linalg {
 // One parallel_for in progress. Indices are handed out one at a time through `next`: batched
 // matrices have similar costs, and one atomic increment per matrix is noise next to the matrix.
 struct ThreadPool::Job {
-  const std::function<void(std::size_t, unsigned)>* body = nullptr;
+  const IndexBody* body = nullptr;
   std::size_t count = 0;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> failed{false};
@@ -69,8 +69,7 @@ void ThreadPool::worker_loop(unsigned worker) {
   }
 }
 
-void ThreadPool::parallel_for(std::size_t count,
-                              const std::function<void(std::size_t, unsigned)>& body) {
+void ThreadPool::parallel_for(std::size_t count, IndexBody body) {
   if (count == 0) return;
   std::lock_guard serial(serial_);
   Job job;

@@ -58,10 +58,14 @@ void expect_accounted(const MetricsSnapshot& s, bool split = false) {
   for (const auto& lane : s.lanes) {
     EXPECT_EQ(lane.taken, lane.finished + lane.dropped) << lane.name;  // the runner ended: nothing left on a lane
     EXPECT_EQ(lane.latency.count, lane.finished) << lane.name;
-    if (split) EXPECT_LE(lane.dropped, s.frames_dropped) << lane.name;
+    if (split) {
+      EXPECT_LE(lane.dropped, s.frames_dropped) << lane.name;
+    }
     lane_dropped += lane.dropped;
   }
-  if (!split) EXPECT_LE(lane_dropped, s.frames_dropped);
+  if (!split) {
+    EXPECT_LE(lane_dropped, s.frames_dropped);
+  }
 }
 
 std::uint64_t finished_on_lanes(const Metrics& metrics) {
