@@ -25,6 +25,18 @@ DaemonFixturePaths write_lanes_config(const ScratchDir& dir, int lanes, bool ada
   return p;
 }
 
+// Frames 0 … sent − 1 of the configured scenario's shape (16 elements × 64 snapshots × 8 cells),
+// drawn with a fresh seed under `label`, pushed to the feed.
+void send_frames(stages::ZmqFramePublisher& feed, const char* label, int sent) {
+  config::ScenarioConfig scenario;
+  scenario.elements = 16;
+  scenario.snapshots = 64;
+  scenario.cells = 8;
+  scenario.seed = std::int64_t(fresh_seed(label) & 0x7fffffff);
+  stages::ScenarioGenerator generator(scenario);
+  for (int s = 0; s < sent; ++s) feed.send(generator.frame(std::uint64_t(s)));
+}
+
 TEST(DaemonLanes, ThreeCpuLanesPublishEveryResultOnceInSequenceOrder) {
   ScratchDir dir;
   const auto p = write_lanes_config(dir, 3, /*adaptive=*/false);
@@ -46,14 +58,8 @@ TEST(DaemonLanes, ThreeCpuLanesPublishEveryResultOnceInSequenceOrder) {
   ASSERT_TRUE(report_item.revents & ZMQ_POLLIN) << "no latency report within 5 s";
   std::this_thread::sleep_for(200ms);
 
-  config::ScenarioConfig scenario;
-  scenario.elements = 16;
-  scenario.snapshots = 64;
-  scenario.cells = 8;
-  scenario.seed = std::int64_t(fresh_seed("covflowd lanes scenario") & 0x7fffffff);
-  stages::ScenarioGenerator generator(scenario);
   constexpr int sent = 90;
-  for (int s = 0; s < sent; ++s) feed.send(generator.frame(std::uint64_t(s)));
+  send_frames(feed, "covflowd lanes scenario", sent);
 
   std::vector<std::uint64_t> received;
   json last_report;
@@ -117,14 +123,8 @@ TEST(DaemonLanes, AChainThatKeepsStateSplitsEveryFramesCellsOverTheLanesAndSaysW
   EXPECT_NE(status["result"].value("cells_split_reason", "").find("adaptive"), std::string::npos) << status.dump();
   std::this_thread::sleep_for(200ms);  // the SUB socket's subscription reaches the daemon
 
-  config::ScenarioConfig scenario;
-  scenario.elements = 16;
-  scenario.snapshots = 64;
-  scenario.cells = 8;
-  scenario.seed = std::int64_t(fresh_seed("covflowd split cells scenario") & 0x7fffffff);
-  stages::ScenarioGenerator generator(scenario);
   constexpr int sent = 30;
-  for (int s = 0; s < sent; ++s) feed.send(generator.frame(std::uint64_t(s)));
+  send_frames(feed, "covflowd split cells scenario", sent);
 
   // Every frame's result once, in order, with every cell's beam computed (whichever lane ran it).
   std::vector<std::uint64_t> received;

@@ -116,6 +116,14 @@ TEST_F(PipelineGpu, EveryFrameIsUploadedBeforeItsStagesReadItWhileFramesOverlap)
 // The chain of the several-lane tests: the echo, a check that what the device held is the frame's
 // own payload, whole (and that a routed frame ran on the lane it was routed to), and an in-sequence
 // stage recording the order frames come out in.
+// `count` CUDA lanes of a host with `devices` GPUs: lane k on GPU k where there is one, else on GPU
+// 0 (several contexts' streams on one device: the same code path).
+std::vector<linalg::Exec> cuda_lanes(int count, int devices) {
+  std::vector<linalg::Exec> execs;
+  for (int k = 0; k < count; ++k) execs.push_back(linalg::Exec::cuda({.device = devices > k ? k : 0}));
+  return execs;
+}
+
 struct LaneChain {
   std::atomic<std::uint64_t> mismatches{0}, checked{0}, elsewhere{0};
   std::mutex mutex;
@@ -147,9 +155,7 @@ struct LaneChain {
 TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  std::vector<linalg::Exec> execs;
-  execs.push_back(linalg::Exec::cuda({.device = 0}));
-  execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
+  std::vector<linalg::Exec> execs = cuda_lanes(2, devices);
   std::printf("[ lanes    ] on GPUs 0 and %d\n", devices >= 2 ? 1 : 0);
   const FrameShape shape = test::small_shape();
   LaneChain chain;
@@ -186,9 +192,7 @@ TEST_F(PipelineGpu, SeveralLanesUploadIntoTheirOwnDeviceArraysAndPublishInOrder)
 TEST_F(PipelineGpu, AStatefulChainSplitsEachFramesCellsOverTheLanesAndUploadsEachLaneItsOwn) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  std::vector<linalg::Exec> execs;
-  execs.push_back(linalg::Exec::cuda({.device = 0}));
-  execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
+  std::vector<linalg::Exec> execs = cuda_lanes(2, devices);
   FrameShape shape = test::small_shape();
   shape.cells = 5;
   std::atomic<std::uint64_t> mismatches{0}, parts{0};
@@ -254,10 +258,7 @@ TEST_F(PipelineGpu, AStatefulChainSplitsEachFramesCellsOverTheLanesAndUploadsEac
 TEST_F(PipelineGpu, FramesRoutedAsClaimedAreUploadedToTheirLaneAsTheyArePlaced) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  std::vector<linalg::Exec> execs;
-  execs.push_back(linalg::Exec::cuda({.device = 0}));
-  execs.push_back(linalg::Exec::cuda({.device = devices >= 2 ? 1 : 0}));
-  execs.push_back(linalg::Exec::cuda({.device = devices >= 3 ? 2 : 0}));
+  std::vector<linalg::Exec> execs = cuda_lanes(3, devices);
   const FrameShape shape = test::small_shape();  // 768 bytes: stretches of 100, the last shorter
   LaneChain chain;
   test::ClaimingPlacingInput input(shape, 660, 3, 100);
