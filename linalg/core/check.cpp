@@ -1,5 +1,7 @@
 #include "covflow/linalg/cuda/check.hpp"
 
+#include "cuda_libraries.hpp"
+
 #include <cublas_v2.h>
 #include <cufft.h>
 #include <curand.h>
@@ -14,6 +16,11 @@ void throw_cuda_error(const char* library, int code, const char* code_name, cons
                       const char* call, const char* file, int line) {
   std::string message = std::string(library) + " error " + code_name + " (" + std::to_string(code) + ")";
   if (text != nullptr && *text != '\0') message += ": " + std::string(text);
+  CudaLibrary loaded{};
+  if (cuda_library_named(library, loaded)) {
+    const std::string load_error = cuda_library_error(loaded);
+    if (!load_error.empty()) message += " (" + load_error + ")";
+  }
   message += " in " + std::string(call) + " at " + file + ":" + std::to_string(line);
   throw CudaError(std::move(message), code);
 }
