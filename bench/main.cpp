@@ -150,6 +150,9 @@ int main(int argc, char** argv) {
   pipeline->add_option("--headroom-p99-ms", pipeline_options.headroom_p99_ms, "The headroom's p99 bound")->capture_default_str();
   pipeline->add_flag("--copy-input", pipeline_options.copy_input,
                      "slot input: hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
+  pipeline->add_flag("--streaming-stores", pipeline_options.streaming_stores,
+                     "slot input: copy each frame into its slot with non-temporal stores, which do not read the slot's "
+                     "cache lines first (as a capture card's DMA writes them)");
   pipeline->add_option("--placers", pipeline_options.placers,
                        "Frames placed at once by inputs that can (the slot input): 0 one per lane, 1 the ingest thread alone")
       ->capture_default_str()->check(CLI::Range(0, 64));

@@ -51,13 +51,15 @@ using Clock = std::chrono::steady_clock;
 class PacedInput final : public pipeline::FrameInput {
  public:
   PacedInput(std::vector<replay::Frame> templates, double rate_hz, std::uint64_t total, bool in_place,
-             std::size_t placers = 1)
-      : templates_(std::move(templates)), period_(std::chrono::duration<double>(1.0 / rate_hz)), total_(total),
+             std::size_t placers = 1, bool streaming_stores = false)
+      : mover_(replay::PayloadMoverOptions{.streaming_stores = streaming_stores}),
+        templates_(std::move(templates)), period_(std::chrono::duration<double>(1.0 / rate_hz)), total_(total),
         in_place_(in_place) {
     if (in_place_ && placers > 1) {
       const unsigned share = std::max(2u, std::min(12u, std::thread::hardware_concurrency() * 3 / 4 / unsigned(placers)));
       for (std::size_t i = 0; i < placers; ++i)
-        movers_.push_back(std::make_unique<replay::PayloadMover>(replay::PayloadMoverOptions{.threads = share}));
+        movers_.push_back(std::make_unique<replay::PayloadMover>(
+            replay::PayloadMoverOptions{.threads = share, .streaming_stores = streaming_stores}));
       for (auto& m : movers_) free_movers_.push_back(m.get());
     }
   }
@@ -535,7 +537,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
     input = std::make_unique<CountedInput>(*source, total, &sender->done());
   } else {
     auto p = std::make_unique<PacedInput>(s.templates, run.rate_hz, total, !o.copy_input,
-                                          o.placers > 0 ? o.placers : pipeline::automatic_placers(lanes.size(), cuda_lanes));
+                                          o.placers > 0 ? o.placers : pipeline::automatic_placers(lanes.size(), cuda_lanes),
+                                          o.streaming_stores);
     paced = p.get();
     input = std::move(p);
   }
@@ -572,6 +575,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   out["placers"] = runner.placers();
   out["take_while_computing"] = o.take_while_computing;
   out["lane_choice"] = o.lane_choice;
+  out["streaming_stores"] = o.streaming_stores;
   out["adaptive"] = o.adaptive;
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -11,6 +12,13 @@
 #include <vector>
 
 #include <zlib.h>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define COVFLOW_STREAMING_STORES 1
+#else
+#define COVFLOW_STREAMING_STORES 0
+#endif
 
 #include "covflow/replay/format.hpp"
 
@@ -25,6 +33,41 @@ unsigned resolve_threads(unsigned requested) {
   if (requested != 0) return requested;
   const unsigned cores = std::thread::hardware_concurrency();
   return std::max(1u, std::min(12u, cores * 3 / 4));
+}
+
+// Copies n bytes with non-temporal (streaming) stores where the host has them: the destination's
+// cache lines are written whole, without first being read into the cache (a plain store reads
+// each line before it writes it). A frame slot is not read again by the CPU but by the GPU's DMA,
+// so the plain copy's read of the destination was a third pass over host memory per payload.
+// The stores are fenced before returning, so whoever hears the bytes are in place sees them.
+void copy_streaming(std::byte* to, const std::byte* from, std::size_t n) {
+#if COVFLOW_STREAMING_STORES
+  const std::size_t head = std::min(n, (16 - reinterpret_cast<std::uintptr_t>(to) % 16) % 16);
+  std::memcpy(to, from, head);
+  std::size_t at = head;
+  for (; at + 64 <= n; at += 64) {
+    const auto* in = reinterpret_cast<const __m128i*>(from + at);
+    auto* out = reinterpret_cast<__m128i*>(to + at);
+    const __m128i a = _mm_loadu_si128(in), b = _mm_loadu_si128(in + 1);
+    const __m128i c = _mm_loadu_si128(in + 2), d = _mm_loadu_si128(in + 3);
+    _mm_stream_si128(out, a);
+    _mm_stream_si128(out + 1, b);
+    _mm_stream_si128(out + 2, c);
+    _mm_stream_si128(out + 3, d);
+  }
+  std::memcpy(to + at, from + at, n - at);
+  _mm_sfence();
+#else
+  std::memcpy(to, from, n);
+#endif
+}
+
+void copy_bytes(std::byte* to, const std::byte* from, std::size_t n, bool streaming) {
+  if (streaming) {
+    copy_streaming(to, from, n);
+  } else {
+    std::memcpy(to, from, n);
+  }
 }
 
 }  // namespace
@@ -43,6 +86,7 @@ struct PayloadMover::Job {
   std::size_t part_bytes = 0;  // every part but the last
   unsigned part_count = 0;
   std::size_t piece_bytes = 0;
+  bool streaming = false;  // copy, gather_copy: PayloadMoverOptions::streaming_stores
 };
 
 // One job at a time: the caller publishes it under the mutex and bumps `generation`; worker w
@@ -92,7 +136,7 @@ struct PayloadMover::Pool {
         case Kind::copy:
           // The CRC reads the source piece: the copy just brought it into cache, and the result
           // is the CRC of `from` by contract.
-          std::memcpy(job.to + at, job.from + at, n);
+          copy_bytes(job.to + at, job.from + at, n, job.streaming);
           crc = format::crc32({job.from + at, n}, crc);
           break;
         case Kind::check:
@@ -119,7 +163,7 @@ struct PayloadMover::Pool {
       const std::span<const std::byte> from = job.pieces[piece];
       const std::size_t within = at - piece_start;
       const std::size_t n = std::min({job.piece_bytes, from.size() - within, end - at});
-      if (job.kind == Kind::gather_copy) std::memcpy(job.to + at, from.data() + within, n);
+      if (job.kind == Kind::gather_copy) copy_bytes(job.to + at, from.data() + within, n, job.streaming);
       crc = format::crc32(from.subspan(within, n), crc);
       at += n;
       if (within + n == from.size()) {
@@ -255,6 +299,7 @@ std::uint32_t PayloadMover::copy(std::span<const std::byte> from, std::span<std:
   job.to = to.data();
   job.size = from.size();
   job.piece_bytes = options_.piece_bytes;
+  job.streaming = options_.streaming_stores;
   return run(job, crc, placed);
 }
 
@@ -264,6 +309,7 @@ std::uint32_t PayloadMover::check(std::span<const std::byte> bytes, std::uint32_
   job.from = bytes.data();
   job.size = bytes.size();
   job.piece_bytes = options_.piece_bytes;
+  job.streaming = options_.streaming_stores;
   return run(job, crc, {});
 }
 
@@ -284,6 +330,7 @@ std::uint32_t PayloadMover::gather_copy(std::span<const std::span<const std::byt
   job.to = to.data();
   job.size = total;
   job.piece_bytes = options_.piece_bytes;
+  job.streaming = options_.streaming_stores;
   return run(job, crc, placed);
 }
 
@@ -295,6 +342,7 @@ std::uint32_t PayloadMover::gather_check(std::span<const std::span<const std::by
   job.pieces = pieces;
   job.size = total;
   job.piece_bytes = options_.piece_bytes;
+  job.streaming = options_.streaming_stores;
   return run(job, crc, {});
 }
 
@@ -307,6 +355,7 @@ std::uint32_t PayloadMover::read(ByteSource& source, std::uint64_t offset, std::
   job.offset = offset;
   job.size = to.size();
   job.piece_bytes = options_.piece_bytes;
+  job.streaming = options_.streaming_stores;
   return run(job, crc, placed);
 }
 

@@ -141,9 +141,11 @@ TEST_F(PayloadMoverTest, EverySizeAndThreadCountGivesZlibsCrcAndTheBytes) {
   std::uniform_int_distribution<std::size_t> mb_odd((std::size_t(2) << 20) + 1, std::size_t(5) << 20);
   const std::size_t large = mb_odd(rng_) | 1;
   const auto data = random_bytes(std::max(large, std::size_t(3) << 20) + 64, rng_);
+  for (const bool streaming : {false, true})
   for (unsigned threads : {1u, 2u, 3u, 5u}) {
+    SCOPED_TRACE(streaming ? "streaming stores" : "plain stores");
     // Parallel from the first byte, so that the small sizes are cut into parts too where they can be.
-    PayloadMover mover({.threads = threads, .piece_bytes = piece, .parallel_from_bytes = 1});
+    PayloadMover mover({.threads = threads, .piece_bytes = piece, .parallel_from_bytes = 1, .streaming_stores = streaming});
     ASSERT_EQ(mover.threads(), threads);
     const std::size_t part_boundary = 4096 * threads;
     for (std::size_t size : {std::size_t(0), std::size_t(1), std::size_t(7), piece - 1, piece, piece + 1,
@@ -274,8 +276,9 @@ TEST(PayloadMover, CopyRefusesMismatchedOrOverlappingSpans) {
 
 TEST(PayloadMover, GatherCopiesAndChecksAPayloadCutIntoPiecesOfAnySize) {
   std::mt19937_64 rng(test::fresh_seed("payload mover gather"));
+  for (const bool streaming : {false, true})
   for (unsigned threads : {1u, 3u, 5u}) {
-    PayloadMover mover({.threads = threads, .piece_bytes = 4096, .parallel_from_bytes = 1024});
+    PayloadMover mover({.threads = threads, .piece_bytes = 4096, .parallel_from_bytes = 1024, .streaming_stores = streaming});
     for (int round = 0; round < 6; ++round) {
       const std::size_t size = round == 0 ? 0 : std::size_t(rng() % (3 << 20));
       const auto payload = random_bytes(size, rng);
@@ -289,7 +292,8 @@ TEST(PayloadMover, GatherCopiesAndChecksAPayloadCutIntoPiecesOfAnySize) {
       const std::uint32_t seed = std::uint32_t(rng());
       std::vector<std::byte> to(size);
       poison(to, payload);
-      SCOPED_TRACE(::testing::Message() << threads << " threads, " << size << " bytes in " << pieces.size() << " pieces");
+      SCOPED_TRACE(::testing::Message() << threads << " threads, " << size << " bytes in " << pieces.size() << " pieces"
+                                        << (streaming ? ", streaming stores" : ""));
       EXPECT_EQ(mover.gather_copy(pieces, to, seed), zlib_crc32(payload, seed));
       EXPECT_EQ(first_difference(to, payload), "");
       EXPECT_EQ(mover.gather_check(pieces, seed), zlib_crc32(payload, seed));

@@ -41,6 +41,10 @@ struct PayloadMoverOptions {
   // each shared by every thread, and the callback hears of each as it lands, so that the caller
   // can pass it on (upload it) while the next is moved.
   std::size_t stretch_bytes = std::size_t(8) << 20;
+  // Copies write the destination with non-temporal stores (x86-64; a plain copy elsewhere), which
+  // do not read its cache lines first: one pass over host memory fewer per payload, for a
+  // destination the CPU does not read again (a frame slot the GPU uploads). false: plain stores.
+  bool streaming_stores = false;
 };
 
 // Told, on the caller's thread, that bytes [begin, end) of the destination are in place (their
