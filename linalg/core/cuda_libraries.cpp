@@ -30,6 +30,11 @@ std::array<Library, 4>& libraries() {
   return table;
 }
 
+std::string last_dl_error() {
+  const char* text = dlerror();
+  return text != nullptr ? text : "no reason given";
+}
+
 void note_error(Library& library, std::string text) {
   const std::lock_guard lock(library.error_mutex);
   if (library.error.empty()) library.error = std::move(text);
@@ -40,11 +45,11 @@ void note_error(Library& library, std::string text) {
 void load(Library& library, const char* soname) {
   library.handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (library.handle != nullptr) return;
-  const std::string first = dlerror();
+  const std::string first = last_dl_error();
   const std::string in_toolkit = std::string(COVFLOW_CUDA_LIBRARY_DIR) + "/" + soname;
   library.handle = dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library.handle != nullptr) return;
-  note_error(library, "cannot load " + std::string(soname) + ": " + first + "; " + dlerror());
+  note_error(library, "cannot load " + std::string(soname) + ": " + first + "; " + last_dl_error());
 }
 
 }  // namespace
