@@ -151,8 +151,12 @@ int main(int argc, char** argv) {
   pipeline->add_flag("--copy-input", pipeline_options.copy_input,
                      "slot input: hand each frame to the ingest thread to copy, instead of writing it into the frame slot");
   pipeline->add_flag("--streaming-stores", pipeline_options.streaming_stores,
-                     "slot input: copy each frame into its slot with non-temporal stores, which do not read the slot's "
-                     "cache lines first (as a capture card's DMA writes them)");
+                     "slot and zmq inputs: copy each frame into its slot with non-temporal stores, which do not read "
+                     "the slot's cache lines first (as a capture card's DMA writes them); the default when every lane "
+                     "is a GPU, as in covflowd");
+  pipeline->add_flag("--plain-stores", pipeline_options.plain_stores,
+                     "slot and zmq inputs: copy each frame into its slot with plain stores, even for GPU lanes")
+      ->excludes("--streaming-stores");
   pipeline->add_option("--placers", pipeline_options.placers,
                        "Frames placed at once by inputs that can (the slot input): 0 one per lane, 1 the ingest thread alone")
       ->capture_default_str()->check(CLI::Range(0, 64));

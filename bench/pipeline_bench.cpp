@@ -521,6 +521,8 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   PacedInput* paced = nullptr;
   const bool slot_input = run.input == "slot";
   const bool cuda_lanes = !lanes.empty() && lanes.front()->is_cuda();
+  const bool all_cuda = std::all_of(lanes.begin(), lanes.end(), [](const linalg::Exec* e) { return e->is_cuda(); });
+  const bool streaming = !o.plain_stores && (o.streaming_stores || (!lanes.empty() && all_cuda));
   if (run.input == "file") {
     write_file(s, o);
     replay::ReplayOptions replay{.pace = replay::Pace::fixed, .rate_hz = run.rate_hz, .loop = true};
@@ -533,12 +535,13 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
     source = stages::zmq_source(sender->endpoint(), config::ZmqPattern::pull,
                                 {.shape = s.shape,
                                  .receive_hwm = static_cast<int>(s.cfg.pipeline.queue_depth),
-                                 .threads = o.ingest_threads});
+                                 .threads = o.ingest_threads,
+                                 .streaming_stores = streaming});
     input = std::make_unique<CountedInput>(*source, total, &sender->done());
   } else {
     auto p = std::make_unique<PacedInput>(s.templates, run.rate_hz, total, !o.copy_input,
                                           o.placers > 0 ? o.placers : pipeline::automatic_placers(lanes.size(), cuda_lanes),
-                                          o.streaming_stores);
+                                          streaming);
     paced = p.get();
     input = std::move(p);
   }
@@ -575,7 +578,7 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   out["placers"] = runner.placers();
   out["take_while_computing"] = o.take_while_computing;
   out["lane_choice"] = o.lane_choice;
-  out["streaming_stores"] = o.streaming_stores;
+  out["streaming_stores"] = streaming && run.input != "file";
   out["adaptive"] = o.adaptive;
   out["payload"] = s.name;
   out["shape"] = stages::describe(s.shape);

@@ -43,7 +43,10 @@ struct PipelineBenchOptions {
   int file_frames = 30;           // records in the replayed file (and distinct messages the sender cycles)
   std::string dir;                // where the frame files go (empty: the system's temporary folder)
   bool copy_input = false;        // slot input only: hand frames to the ingest thread to copy instead
-  bool streaming_stores = false;  // slot input: copy into the slot with non-temporal stores (PayloadMoverOptions)
+  // Slot and ZeroMQ inputs: copy into the slot with non-temporal stores (PayloadMoverOptions) —
+  // by default when every lane is a CUDA lane, as covflowd does; these force it on or off.
+  bool streaming_stores = false;
+  bool plain_stores = false;
   std::size_t placers = 0;         // frames placed at once (RunnerOptions::placers; 0: one per lane, 1: the ingest thread alone)
   bool take_while_computing = true;  // RunnerOptions::take_while_computing
   std::string lane_choice = "auto";  // RunnerOptions::lane_choice: auto, claimed or taken

@@ -1,5 +1,6 @@
 #include "covflowd/daemon.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -262,9 +263,14 @@ std::unique_ptr<stages::FrameSource> Daemon::make_input(const config::Config& cf
       return stages::zmq_source(cfg.ingest.zmq.endpoint, cfg.ingest.zmq.pattern,
                                 {.shape = stages::feed_shape(cfg.ingest.zmq.shape),
                                  .receive_hwm = static_cast<int>(cfg.pipeline.queue_depth),
-                                 .threads = static_cast<unsigned>(cfg.ingest.threads)});
+                                 .threads = static_cast<unsigned>(cfg.ingest.threads),
+                                 .streaming_stores = all_lanes_cuda()});
   }
   throw std::logic_error("unknown ingest source");
+}
+
+bool Daemon::all_lanes_cuda() const {
+  return !execs_.empty() && std::all_of(execs_.begin(), execs_.end(), [](const linalg::Exec& e) { return e.is_cuda(); });
 }
 
 std::unique_ptr<Daemon::Pipeline> Daemon::build_chain(const config::Config& cfg, const stages::InputShape& shape,

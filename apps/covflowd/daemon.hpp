@@ -112,6 +112,8 @@ class Daemon final : public pipeline::ControlHandler {
   Change apply_reload();
   void print_final_report();
   nlohmann::json lane_names() const;
+  // Every lane is a CUDA lane: the input's slots are read again by GPUs alone.
+  bool all_lanes_cuda() const;
   std::string lanes_description() const;
 
   Options options_;

@@ -229,7 +229,7 @@ class ZmqSource final : public FrameSource {
   ZmqSource(const std::string& endpoint, config::ZmqPattern pattern, const ZmqInputOptions& options)
       : endpoint_(endpoint), pattern_(pattern), options_(options),
         socket_(context_, pattern == config::ZmqPattern::sub ? zmq::socket_type::sub : zmq::socket_type::pull),
-        mover_(replay::PayloadMoverOptions{.threads = options.threads}) {
+        mover_(replay::PayloadMoverOptions{.threads = options.threads, .streaming_stores = options.streaming_stores}) {
     parts_.resize(64);
     pieces_.reserve(kMaxParts);
     try {

@@ -426,11 +426,15 @@ TEST(IngestIntoSlots, FileAndFeedReportEachStretchAsItLands) {
     ASSERT_TRUE(source->next_into(milliseconds(0), slot).has_value());
     EXPECT_TRUE(log.stretches.empty()) << "no observer, no reports";
   }
-  {
+  // The feed with plain stores and with the non-temporal ones covflowd uses for GPU lanes' slots.
+  for (const bool streaming : {false, true}) {
+    SCOPED_TRACE(streaming ? "streaming stores" : "plain stores");
     ZmqFramePublisher publisher("tcp://127.0.0.1:*", ZmqFramePublisher::Pattern::push);
-    auto source = zmq_source(publisher.endpoint(), config::ZmqPattern::pull, {.shape = scenario_shape(s)});
+    auto source = zmq_source(publisher.endpoint(), config::ZmqPattern::pull,
+                             {.shape = scenario_shape(s), .streaming_stores = streaming});
     StretchLog log(slot);
     source->observe_placement(&log);
+    std::fill(slot.begin(), slot.end(), std::byte{0x5a});
     publisher.send(frames[1], std::size_t(1) << 20);
     std::optional<replay::FrameHeader> header;
     for (int i = 0; i < 100 && !header; ++i) header = source->next_into(milliseconds(50), slot);
@@ -438,6 +442,7 @@ TEST(IngestIntoSlots, FileAndFeedReportEachStretchAsItLands) {
     EXPECT_EQ(*header, frames[1].header);
     EXPECT_EQ(log.stretches.size(), 2u);
     log.expect_payload(frames[1].payload);
+    EXPECT_TRUE(std::equal(frames[1].payload.begin(), frames[1].payload.end(), slot.begin()));
   }
 }
 

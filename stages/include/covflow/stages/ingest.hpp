@@ -57,6 +57,9 @@ struct ZmqInputOptions {
   int receive_hwm = 0;
   // Threads that check and copy each message into its slot (replay::PayloadMoverOptions::threads; 0: automatic).
   unsigned threads = 0;
+  // Copy into the slot with non-temporal stores (replay::PayloadMoverOptions::streaming_stores):
+  // for slots that only a GPU reads again (covflowd sets it when every lane is a CUDA lane).
+  bool streaming_stores = false;
 };
 
 // A live feed: connects a SUB (subscribed to everything) or PULL socket to `endpoint`. Messages
