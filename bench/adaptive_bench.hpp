@@ -46,7 +46,7 @@ struct AdaptiveBenchOptions {
   int looks = 1;             // 1: the default look (5°); more: spread evenly over [−60°, 60°]
   int frames = 0;            // timed frames per device (0: 200, or 40 with --quick)
   int refactor_every = 50;
-  int update_rank = 8;       // columns per cholupdate call (pipeline.stages.adaptive.update_rank)
+  int update_rank = 16;      // columns per cholupdate call (pipeline.stages.adaptive.update_rank)
   int window = 800;          // snapshots in the window (pipeline.stages.adaptive.window_snapshots)
   std::string dtype = "cf64";   // cf32 | cf64
   std::string device = "both";  // cpu | cuda | both (cuda only where a GPU is present)

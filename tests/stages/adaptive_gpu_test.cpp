@@ -36,7 +36,7 @@ TYPED_TEST(AdaptiveGpu, WrongShapesAreFrameErrorsAndCovarianceFramesAreLeftAlone
   adaptive_checks::check_wrong_shapes_and_covariance_frames<TypeParam>(GpuTest::gpu());
 }
 
-// The default configuration's stage (16 elements, 180 cells, W = 800, update_rank 8,
+// The default configuration's stage (16 elements, 180 cells, W = 800, update_rank 16,
 // refactor_every 50) on both lanes for 12 frames (the window fills at frame 3 and slides
 // after): the GPU's weights agree with the CPU's to float rounding times κ, SINR and null depth
 // to 0.01 dB, statuses exactly.

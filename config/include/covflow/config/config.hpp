@@ -208,7 +208,7 @@ struct AdaptiveStageConfig {
   double budget_ms = 0.0;
   std::vector<double> looks_deg{5.0};  // steering directions of the MVDR beamformers
   std::int64_t window_snapshots = 800;
-  std::int64_t update_rank = 8;
+  std::int64_t update_rank = 16;  // fastest per frame at the default scenario on a GPU (docs/performance.md)
   double diagonal_loading = 0.01;
   std::int64_t refactor_every = 50;  // frames between refactorizations from the window (0: never)
   // Points of each beam's pattern |wᴴa(θ)|² (dB) kept, on azimuths from −90° to 90° inclusive
