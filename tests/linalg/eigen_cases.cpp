@@ -318,6 +318,14 @@ void make_matrix(SpectrumKind kind, int n, std::mt19937_64& rng, T* out, double*
     }
     case SpectrumKind::tridiagonal: lower = gaussian_tridiagonal<D>(n, rng); break;
     case SpectrumKind::radar: lower = radar_covariance<D>(n, rng); break;
+    case SpectrumKind::padded: {
+      const int k = (n + 5) / 6;
+      const std::vector<D> block = radar_covariance<D>(k, rng);
+      lower.assign(std::size_t(n) * n, D(0));
+      for (int j = 0; j < k; ++j)
+        for (int i = 0; i < k; ++i) lower[i + std::size_t(j) * n] = block[i + std::size_t(j) * k];
+      break;
+    }
     case SpectrumKind::diagonal:
     case SpectrumKind::zero: lower.assign(std::size_t(n) * n, D(0)); break;
   }
@@ -358,6 +366,7 @@ std::string name(SpectrumKind kind) {
     case SpectrumKind::zero: return "zero";
     case SpectrumKind::radar: return "radar";
     case SpectrumKind::near_singular: return "near_singular";
+    case SpectrumKind::padded: return "padded";
   }
   return "unknown";
 }
@@ -365,7 +374,8 @@ std::string name(SpectrumKind kind) {
 const std::vector<SpectrumKind>& all_spectrum_kinds() {
   static const std::vector<SpectrumKind> kinds = {
       SpectrumKind::random,      SpectrumKind::clustered, SpectrumKind::graded, SpectrumKind::diagonal,
-      SpectrumKind::tridiagonal, SpectrumKind::zero,      SpectrumKind::radar,  SpectrumKind::near_singular};
+      SpectrumKind::tridiagonal, SpectrumKind::zero,      SpectrumKind::radar,  SpectrumKind::near_singular,
+      SpectrumKind::padded};
   return kinds;
 }
 

@@ -28,6 +28,10 @@ enum class SpectrumKind {
                   // the production input — a few large eigenvalues over a flat noise floor.
   near_singular,  // n/3 eigenvalues exactly 0, the rest in [1, 2]: rank deficiency, as when a
                   // covariance is estimated from fewer snapshots than channels.
+  padded,         // a radar covariance in the leading k = ⌈n/6⌉ rows and columns, the rest exactly
+                  // zero: what rsvd's Hermitian fixed-accuracy form hands heev (T = QᴴAQ, Q's
+                  // columns past a matrix's rank zero) — the tridiagonal splits into a block and
+                  // exact zeros, and every merge above the block deflates entirely.
 };
 
 std::string name(SpectrumKind kind);

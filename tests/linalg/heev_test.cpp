@@ -365,6 +365,18 @@ TYPED_TEST(HeevCpu, GeneratorsBuildTheirSpectra) {
           EXPECT_EQ(complex_off_diagonal, is_complex_v<T>) << where;
           break;
         }
+        case SpectrumKind::padded: {
+          // A radar block in the leading k rows and columns, exact zeros elsewhere.
+          const int k = (n + 5) / 6;
+          for (int j = 0; j < n; ++j)
+            for (int i = 0; i < n; ++i)
+              if (i >= k || j >= k) {
+                ASSERT_EQ(at(i, j), T(0)) << where;
+              }
+          EXPECT_GE(count_near(0.0), n - k) << where;
+          EXPECT_GE(ref[0], -slack) << where;
+          break;
+        }
         case SpectrumKind::near_singular:
           EXPECT_EQ(count_near(0.0), n / 3) << where;
           EXPECT_GE(ref[n / 3], 1.0 - slack) << where;
