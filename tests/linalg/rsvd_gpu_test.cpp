@@ -27,7 +27,9 @@ class RsvdGpu : public test::GpuTest {};
 using ElementTypes = ::testing::Types<f32, f64, cf32, cf64>;
 TYPED_TEST_SUITE(RsvdGpu, ElementTypes);
 
-// On the device: A uploaded, outputs poisoned (0xFF bytes: NaN) before the call, downloaded after.
+// On the device: A uploaded, outputs and workspace poisoned (0xFF bytes: NaN) before the call — a
+// read of workspace the call never wrote shows as NaN whatever earlier tests left in that memory —
+// downloaded after.
 template <class T>
 Result<T> call_gpu(Exec& exec, const std::vector<T>& a, int m, int n, int count, const RsvdOptions& options) {
   using R = real_t<T>;
@@ -44,6 +46,7 @@ Result<T> call_gpu(Exec& exec, const std::vector<T>& a, int m, int n, int count,
   dv.fill_bytes(0xFF, stream);
   ds.fill_bytes(0xFF, stream);
   dinfo.fill_bytes(0x7F, stream);
+  work.fill_bytes(0xFF, stream);
   rsvd<T>(exec, Batch<const T>::packed(da.data(), m, n, count), {ds.data(), ds.size()},
           Batch<T>::packed(du.data(), m, out.r, count),
           options.hermitian ? Batch<T>{} : Batch<T>::packed(dv.data(), n, out.r, count), {dinfo.data(), dinfo.size()},
