@@ -3,8 +3,10 @@
 # Copied into the bundle as .gpu/run by scripts/gpu-bundle. Results go to $OUT (or ./gpu-out):
 # <test>.xml per test binary, bench.json, and the whole log. Exits non-zero if any test fails or
 # covflow-bench does (no usable device, or a row whose result disagrees with the vendor's).
-#   usage: .gpu/run [--quick] [--tests-only] [--bench-only] [--filter=GTEST_FILTER] [--shards=N]
+#   usage: .gpu/run [--quick] [--tests-only] [--bench-only] [--filter=GTEST_FILTER] [--shards=N] [--pack]
 #                   [extra covflow-bench args...]
+# --pack leaves two files in $OUT, the log and gpu-results.tgz with everything else (the device
+# tool brings back at most 8 files).
 # Each binary runs under a time limit (COVFLOW_TEST_TIMEOUT, COVFLOW_BENCH_TIMEOUT seconds) so a
 # hung kernel is reported as a failure instead of eating the whole lease. --shards=N runs each test
 # binary as N GoogleTest shards at once on the one GPU (most of a GPU test's time is the host's
@@ -17,12 +19,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/env.sh"
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-quick=() run_tests=1 run_bench=1 bench_args=() filter='*' shards=1
+quick=() run_tests=1 run_bench=1 bench_args=() filter='*' shards=1 pack=0
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=(--quick) ;;
     --filter=*) filter=${arg#--filter=} ;;
     --shards=*) shards=${arg#--shards=} ;;
+    --pack) pack=1 ;;
     --tests-only) run_bench=0 ;;
     --bench-only) run_tests=0 ;;
     *) bench_args+=("$arg") ;;
@@ -67,8 +70,15 @@ if [[ $run_bench -eq 1 ]]; then
   timeout "${COVFLOW_BENCH_TIMEOUT:-400}" "$here/bin/covflow-bench" "${quick[@]}" --json "$out/bench.json" "${bench_args[@]}" \
     || failed+=(covflow-bench)
 fi
+status=0
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "== FAILED: ${failed[*]}"
-  exit 1
+  status=1
+else
+  echo "== all GPU tests and benchmarks passed"
 fi
-echo "== all GPU tests and benchmarks passed"
+if [[ $pack -eq 1 ]]; then
+  (cd "$out" && find . -maxdepth 1 -type f ! -name gpu-run.log ! -name gpu-results.tgz -printf '%f\n' |
+    tar czf gpu-results.tgz -T - --remove-files)
+fi
+exit $status
