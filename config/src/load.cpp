@@ -255,6 +255,11 @@ class Loader {
   // is about, where that key (or the key that made the rule apply) was set.
   void check_rules() {
     check_array();
+    // The default update rank is a chunk size, not a request: a window shorter than it is updated
+    // in chunks of the whole window. A rank that was set must fit the window (below).
+    AdaptiveStageConfig& chunks = config.pipeline.stages.adaptive;
+    if (!set_at_.contains("pipeline.stages.adaptive.update_rank"))
+      chunks.update_rank = std::min(chunks.update_rank, chunks.window_snapshots);
     const Config& c = config;
     if (c.ingest.source == IngestSource::file && c.ingest.file.path.empty())
       fail(where_of({"ingest.file.path", "ingest.source"}), "ingest.file.path",

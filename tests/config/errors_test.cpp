@@ -65,6 +65,8 @@ TEST(ConfigErrors, MessagesNameFileLineAndKey) {
        "bad.yaml:4: pipeline.stages.compress.format: expected one of tlr, lowrank, auto, h2 (got hodlr)"},
       {"ingest:\n  source: file\n", {}, "bad.yaml:2: ingest.file.path: required when ingest.source is 'file' (got nothing)"},
       {"ingest:\n  file:\n    loop: yes\n", {}, "bad.yaml:3: ingest.file.loop: expected true or false (got yes)"},
+      {"pipeline:\n  stages:\n    adaptive:\n      window_snapshots: 10\n      update_rank: 12\n", {},
+       "bad.yaml:5: pipeline.stages.adaptive.update_rank: expected at most window_snapshots (10) (got 12)"},
       {"ingest:\n  file:\n    start_seq: 10\n    stop_seq: 5\n", {},
        "bad.yaml:4: ingest.file.stop_seq: expected at least ingest.file.start_seq (10) (got 5)"},
       {"scenario:\n  sources:\n    - {angle_deg: 10, powr_db: 3}\n", {},

@@ -114,6 +114,20 @@ TEST(ConfigLoad, OverridesApplyAfterTheFileInOrder) {
   EXPECT_EQ(c.daemon.log_level, LogLevel::error);
 }
 
+// The adaptive stage's update rank left at its default (16) is a chunk size: a shorter window is
+// updated in chunks of the whole window. Set, it is kept (and must fit the window: errors_test).
+TEST(ConfigLoad, AnUnsetUpdateRankFitsAShortWindow) {
+  const std::string adaptive = "pipeline:\n  stages:\n    adaptive:\n";
+  EXPECT_EQ(load_string(adaptive + "      window_snapshots: 10\n", "short.yaml").pipeline.stages.adaptive.update_rank, 10);
+  EXPECT_EQ(load_string(adaptive + "      window_snapshots: 800\n", "long.yaml").pipeline.stages.adaptive.update_rank,
+            Config{}.pipeline.stages.adaptive.update_rank);
+  EXPECT_EQ(load_string(adaptive + "      window_snapshots: 10\n      update_rank: 4\n", "set.yaml")
+                .pipeline.stages.adaptive.update_rank,
+            4);
+  const std::vector<std::string> overrides{"pipeline.stages.adaptive.window_snapshots=3"};
+  EXPECT_EQ(load_string("", "empty.yaml", overrides).pipeline.stages.adaptive.update_rank, 3);
+}
+
 // Every key of the schema can be overridden: setting it to its default changes nothing, and
 // the text to_yaml writes for a changed configuration reads back to the same configuration.
 TEST(ConfigLoad, EveryKeyOverridesAndRoundTripsThroughToYaml) {
