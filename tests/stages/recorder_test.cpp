@@ -38,7 +38,10 @@ config::ScenarioConfig small(std::uint64_t seed) {
 // Loads `frame` into a slot of `pool` as the runner would, and hands it to the recorder.
 bool offer(Recorder& recorder, pipeline::FramePool& pool, const replay::Frame& frame) {
   pipeline::FrameSlot* slot = pool.acquire();
-  EXPECT_NE(slot, nullptr);
+  if (slot == nullptr) {
+    ADD_FAILURE() << "the pool has no free slot";
+    return false;
+  }
   slot->header = frame.header;
   slot->sequence = frame.header.sequence;
   std::memcpy(slot->host.payload.data(), frame.payload.data(), frame.payload.size());
@@ -51,7 +54,10 @@ TEST(Recorder, WritesEveryFrameItTakesAndGivesTheSlotsBack) {
   const auto s = small(test::fresh_seed("recorder"));
   test::ScratchDir dir;
   pipeline::Metrics metrics;
-  pipeline::FramePool pool(shape_of(s), {}, {.slots = 6});
+  // The recorder holds up to queue + 1 slots (5 queued, 1 being written) and offer() takes one
+  // more: seven, so that acquire() never comes back empty however far the writer falls behind
+  // (with six it did, under load: the test then dereferenced null).
+  pipeline::FramePool pool(shape_of(s), {}, {.slots = 7});
   ScenarioGenerator generator(s);
   std::vector<replay::Frame> frames;
   {
