@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.hpp"
+#include "covflow/config/config.hpp"
 #include "covflow/linalg/exec.hpp"
 
 namespace covflow::bench {
@@ -45,9 +46,11 @@ struct AdaptiveBenchOptions {
   int snapshots = 200;       // K per cell and frame
   int looks = 1;             // 1: the default look (5°); more: spread evenly over [−60°, 60°]
   int frames = 0;            // timed frames per device (0: 200, or 40 with --quick)
-  int refactor_every = 50;
-  int update_rank = 16;      // columns per cholupdate call (pipeline.stages.adaptive.update_rank)
-  int window = 800;          // snapshots in the window (pipeline.stages.adaptive.window_snapshots)
+  // The stage's own defaults (pipeline.stages.adaptive): frames between refactors, columns per
+  // cholupdate call, snapshots in the window.
+  int refactor_every = static_cast<int>(config::AdaptiveStageConfig{}.refactor_every);
+  int update_rank = static_cast<int>(config::AdaptiveStageConfig{}.update_rank);
+  int window = static_cast<int>(config::AdaptiveStageConfig{}.window_snapshots);
   std::string dtype = "cf64";   // cf32 | cf64
   std::string device = "both";  // cpu | cuda | both (cuda only where a GPU is present)
 };

@@ -521,8 +521,10 @@ nlohmann::json run_one(const Run& run, const std::vector<linalg::Exec*>& lanes, 
   PacedInput* paced = nullptr;
   const bool slot_input = run.input == "slot";
   const bool cuda_lanes = !lanes.empty() && lanes.front()->is_cuda();
-  const bool all_cuda = std::all_of(lanes.begin(), lanes.end(), [](const linalg::Exec* e) { return e->is_cuda(); });
-  const bool streaming = !o.plain_stores && (o.streaming_stores || (!lanes.empty() && all_cuda));
+  // Streaming stores where only GPUs read the slots again, as covflowd chooses them.
+  const bool all_cuda =
+      !lanes.empty() && std::all_of(lanes.begin(), lanes.end(), [](const linalg::Exec* e) { return e->is_cuda(); });
+  const bool streaming = !o.plain_stores && (o.streaming_stores || all_cuda);
   if (run.input == "file") {
     write_file(s, o);
     replay::ReplayOptions replay{.pace = replay::Pace::fixed, .rate_hz = run.rate_hz, .loop = true};
